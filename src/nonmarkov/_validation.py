@@ -1,0 +1,114 @@
+"""Checks of user input that raise clear ``TypeError``/``ValueError`` messages.
+
+Every public constructor and algorithm validates its arguments with these
+helpers before any long computation starts.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as default_np
+
+HERMITICITY_TOLERANCE = 1e-10
+DENSITY_MATRIX_TOLERANCE = 1e-8
+
+
+def real_number(value: Any, name: str) -> float:
+    """``value`` as a finite float, or ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        is_array_scalar = isinstance(value, default_np.ndarray) and value.shape == ()
+        if is_array_scalar and value.dtype.kind in "iuf":
+            value = value.item()
+        else:
+            raise TypeError(f"{name} must be a real number; got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value}")
+    return value
+
+
+def positive_number(value: Any, name: str) -> float:
+    """A finite float > 0."""
+    value = real_number(value, name)
+    if value <= 0.0:
+        raise ValueError(f"{name} must be > 0; got {value}")
+    return value
+
+
+def non_negative_number(value: Any, name: str) -> float:
+    """A finite float >= 0."""
+    value = real_number(value, name)
+    if value < 0.0:
+        raise ValueError(f"{name} must be >= 0; got {value}")
+    return value
+
+
+def positive_integer(value: Any, name: str, minimum: int = 1) -> int:
+    """An ``int`` >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, default_np.integer)):
+        raise TypeError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+    return int(value)
+
+
+def choice(value: Any, valid: tuple[str, ...], name: str) -> str:
+    """``value`` if it is one of the strings ``valid``."""
+    if not isinstance(value, str) or value not in valid:
+        raise ValueError(f"{name} must be one of {list(valid)}; got {value!r}")
+    return value
+
+
+def square_matrix(value: Any, name: str, dimension: int | None = None) -> default_np.ndarray:
+    """``value`` as a finite complex128 (d, d) NumPy array, d == ``dimension`` if given."""
+    if callable(value):
+        raise TypeError(f"{name} must be a matrix, not a callable")
+    try:
+        matrix = default_np.array(value, dtype=default_np.complex128)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be a square matrix of numbers; got {value!r}") from error
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix; got shape {matrix.shape}")
+    if not default_np.all(default_np.isfinite(matrix)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    if dimension is not None and matrix.shape[0] != dimension:
+        raise ValueError(
+            f"{name} has dimension {matrix.shape[0]} but the system has dimension {dimension}"
+        )
+    return matrix
+
+
+def hermitian_matrix(value: Any, name: str, dimension: int | None = None) -> default_np.ndarray:
+    """A square matrix that equals its conjugate transpose (relative tolerance 1e-10)."""
+    matrix = square_matrix(value, name, dimension)
+    scale = max(1.0, float(default_np.max(default_np.abs(matrix))))
+    deviation = float(default_np.max(default_np.abs(matrix - matrix.conj().T)))
+    if deviation > HERMITICITY_TOLERANCE * scale:
+        raise ValueError(
+            f"{name} must be Hermitian; max |A - A^dagger| = {deviation:.3g}"
+        )
+    return 0.5 * (matrix + matrix.conj().T)
+
+
+def density_matrix(
+    value: Any, name: str, dimension: int | None = None,
+    tolerance: float = DENSITY_MATRIX_TOLERANCE,
+) -> default_np.ndarray:
+    """A (d, d) density matrix: Hermitian, trace 1 and positive semi-definite
+    within ``tolerance``."""
+    matrix = square_matrix(value, name, dimension)
+    deviation = float(default_np.max(default_np.abs(matrix - matrix.conj().T)))
+    if deviation > tolerance:
+        raise ValueError(f"{name} must be Hermitian; max |rho - rho^dagger| = {deviation:.3g}")
+    trace = complex(default_np.trace(matrix))
+    if abs(trace - 1.0) > tolerance:
+        raise ValueError(f"{name} must have trace 1; got trace {trace:.6g}")
+    smallest = float(default_np.linalg.eigvalsh(0.5 * (matrix + matrix.conj().T))[0])
+    if smallest < -tolerance:
+        raise ValueError(
+            f"{name} must be positive semi-definite; its smallest eigenvalue is {smallest:.3g}"
+        )
+    return matrix

@@ -1,0 +1,175 @@
+"""Proxies ``np`` and ``la`` that forward to the active numerical backend.
+
+Library code writes ``from nonmarkov.backends.numerical_backend import np, la``
+and uses ``np.einsum``, ``la.svd`` and so on; the calls go to NumPy/SciPy or to
+``jax.numpy``/``jax.scipy.linalg``, whichever backend is active *at call time*.
+``default_np`` is plain NumPy, for work that must stay on the host (integrals,
+file I/O).
+
+Extras on ``np``: ``dtype_complex`` and ``dtype_float`` (both follow from the
+one precision setting), ``update(array, indices, values)``,
+``get_random_floats(seed, shape)``, ``asarray_complex``/``asarray_float`` and
+``to_host``. Extras on ``la``: ``svd`` with ``full_matrices=False`` semantics
+on both backends.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as default_np
+import scipy.linalg as default_la
+
+from .. import config
+
+
+@dataclass
+class _State:
+    """The active backend: its name, modules and precision."""
+
+    name: str
+    precision: str
+    numpy_module: ModuleType
+    linalg_module: ModuleType
+
+
+def _load_jax() -> tuple[ModuleType, ModuleType]:
+    try:
+        jax = importlib.import_module("jax")
+        jnp = importlib.import_module("jax.numpy")
+        jla = importlib.import_module("jax.scipy.linalg")
+    except ImportError as error:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "the 'jax' backend was requested but JAX is not installed; "
+            f"install it with: {config.JAX_INSTALL_HINT}"
+        ) from error
+    del jax
+    return jnp, jla
+
+
+def _configure_jax(precision: str) -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", precision == "double")
+
+
+def make_state(name: str, precision: str) -> _State:
+    """Validate ``name`` and ``precision`` and load the backend's modules."""
+    name = config.check_choice(name, config.VALID_BACKENDS, "backend")
+    precision = config.check_choice(precision, config.VALID_PRECISIONS, "precision")
+    if name == "numpy":
+        return _State(name, precision, default_np, default_la)
+    jnp, jla = _load_jax()
+    _configure_jax(precision)
+    return _State(name, precision, jnp, jla)
+
+
+_state = make_state(config.BACKEND, config.PRECISION)
+
+
+def get_state() -> _State:
+    """Return the active backend state (name, precision, modules)."""
+    return _state
+
+
+def set_state(state: _State) -> None:
+    """Make ``state`` the active backend (used by ``set_backend``)."""
+    global _state
+    if state.name == "jax":
+        _configure_jax(state.precision)
+    _state = state
+
+
+class NumPyProxy:
+    """Forwards attribute access to ``numpy`` or ``jax.numpy``."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_state.numpy_module, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(_state.numpy_module)) | set(type(self).__dict__))
+
+    @property
+    def backend_name(self) -> str:
+        """Name of the active backend, ``'numpy'`` or ``'jax'``."""
+        return _state.name
+
+    @property
+    def precision(self) -> str:
+        """Active precision, ``'double'`` or ``'single'``."""
+        return _state.precision
+
+    @property
+    def dtype_complex(self) -> Any:
+        """complex128 in double precision, complex64 in single."""
+        if _state.precision == "double":
+            return default_np.complex128
+        return default_np.complex64
+
+    @property
+    def dtype_float(self) -> Any:
+        """float64 in double precision, float32 in single."""
+        if _state.precision == "double":
+            return default_np.float64
+        return default_np.float32
+
+    def asarray_complex(self, values: Any) -> Any:
+        """``values`` as an array of the active backend with ``dtype_complex``."""
+        return _state.numpy_module.asarray(values, dtype=self.dtype_complex)
+
+    def asarray_float(self, values: Any) -> Any:
+        """``values`` as an array of the active backend with ``dtype_float``."""
+        return _state.numpy_module.asarray(values, dtype=self.dtype_float)
+
+    def update(self, array: Any, indices: Any, values: Any) -> Any:
+        """Return ``array`` with ``array[indices] = values``.
+
+        In place (no copy) on NumPy, a functional ``.at[].set`` on JAX; always
+        use the returned array.
+        """
+        if _state.name == "numpy":
+            array[indices] = values
+            return array
+        return array.at[indices].set(values)
+
+    def get_random_floats(self, seed: int, shape: Any) -> Any:
+        """Uniform floats in [0, 1) with ``dtype_float``, the same on every backend."""
+        generator = default_np.random.default_rng(seed)
+        values = generator.random(shape).astype(self.dtype_float)
+        return _state.numpy_module.asarray(values)
+
+    def to_host(self, array: Any) -> default_np.ndarray:
+        """Copy ``array`` (any backend) into a NumPy array on the host."""
+        return default_np.asarray(array)
+
+
+class LinalgProxy:
+    """Forwards attribute access to ``scipy.linalg`` or ``jax.scipy.linalg``."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_state.linalg_module, name)
+
+    def svd(self, matrix: Any) -> tuple[Any, Any, Any]:
+        """Thin SVD ``matrix = u @ diag(s) @ vh`` with descending ``s``.
+
+        Shapes: matrix (m, n) -> u (m, k), s (k,), vh (k, n), k = min(m, n).
+        """
+        if _state.name == "numpy":
+            try:
+                return default_la.svd(
+                    matrix, full_matrices=False, lapack_driver="gesdd", check_finite=False
+                )
+            except default_np.linalg.LinAlgError:
+                return default_la.svd(
+                    matrix, full_matrices=False, lapack_driver="gesvd", check_finite=False
+                )
+        return _state.linalg_module.svd(matrix, full_matrices=False)
+
+
+np = NumPyProxy()
+la = LinalgProxy()
+
+__all__ = ["np", "la", "default_np", "default_la", "NumPyProxy", "LinalgProxy"]
