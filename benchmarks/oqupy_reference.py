@@ -24,8 +24,8 @@ traced memory of each phase (``tracemalloc``, bytes), the peak resident set
 size of the process (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, KiB on
 Linux) before and after the phases, the maximal bond dimension of the process
 tensor where the public API exposes it (``get_bond_dimensions``; ``None`` for
-TEMPO, whose public API does not expose it), and the time grid and the real
-part of ``<sigma_z>(t)``.
+TEMPO, whose public API does not expose it), and the time grid, the real part
+of ``<sigma_z>(t)`` and the real part of the trace of the reduced state.
 """
 
 from __future__ import annotations
@@ -100,6 +100,11 @@ def _sigma_z(dynamics: oqupy.Dynamics) -> tuple[list[float], list[float]]:
     return [float(t) for t in np.real(times)], [float(v) for v in np.real(sz)]
 
 
+def _trace(dynamics: oqupy.Dynamics) -> list[float]:
+    """Real part of the trace of each reduced density matrix."""
+    return [float(np.real(np.trace(state))) for state in dynamics.states]
+
+
 def run_b1(record: dict, trace: bool) -> None:
     """TEMPO: dt=0.1, tcut=3, epsrel=1e-4, unique=True, t in [0, 10]."""
     params = B1_PARAMS
@@ -121,10 +126,9 @@ def run_b1(record: dict, trace: bool) -> None:
         dynamics = tempo.compute(end_time=params["end_time"], progress_type="silent")
     record["parameters"]["dkmax"] = tempo_parameters.dkmax
     record["max_bond_dimension"] = None
-    record["max_bond_dimension_note"] = (
-        "not exposed by the public OQuPy 0.5.0 Tempo/Dynamics API"
-    )
+    record["max_bond_dimension_note"] = "not exposed by the public OQuPy 0.5.0 Tempo/Dynamics API"
     record["times"], record["sigma_z"] = _sigma_z(dynamics)
+    record["trace"] = _trace(dynamics)
 
 
 def run_b2(record: dict, trace: bool, steps: int) -> None:
@@ -132,9 +136,7 @@ def run_b2(record: dict, trace: bool, steps: int) -> None:
     params = dict(B2_PARAMS, steps=steps)
     dt = params["dt"]
     end_time = steps * dt
-    record["parameters"] = dict(
-        params, end_time=end_time, unique=False, method="pt_tempo_compute"
-    )
+    record["parameters"] = dict(params, end_time=end_time, unique=False, method="pt_tempo_compute")
     with _Phase("setup", record, trace):
         system, bath, initial_state = _model()
         tempo_parameters = oqupy.TempoParameters(
@@ -162,6 +164,7 @@ def run_b2(record: dict, trace: bool, steps: int) -> None:
     record["bond_dimensions"] = [int(b) for b in bond_dimensions]
     record["max_bond_dimension"] = int(bond_dimensions.max())
     record["times"], record["sigma_z"] = _sigma_z(dynamics)
+    record["trace"] = _trace(dynamics)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,3 +20,15 @@ try:
     __version__ = _version("nonmarkov")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.1.0"
+from .control import Control as Control
+from .dynamics import compute_dynamics as compute_dynamics
+from .parameters import TempoParameters as TempoParameters
+from .parameters import guess_tempo_parameters as guess_tempo_parameters
+from .process_tensor import SimpleProcessTensor as SimpleProcessTensor
+from .process_tensor import TrivialProcessTensor as TrivialProcessTensor
+from .pt_tempo import PtTempo as PtTempo
+from .pt_tempo import pt_tempo_compute as pt_tempo_compute
+from .results import Dynamics as Dynamics
+from .results import import_dynamics as import_dynamics
+from .tempo import Tempo as Tempo
+from .tempo import tempo_compute as tempo_compute

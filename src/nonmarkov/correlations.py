@@ -384,7 +384,15 @@ class CustomSD(BaseCorrelations):
     def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel,
                                    subdiv_limit):
         self._check_thermal()
-        segments = [s for s in _weight_segments(delta, time_1, time_2, shape) if s[1] > s[0]]
+        segments = []
+        for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+            if tau_b <= tau_a:
+                continue
+            if tau_a < 0.0 < tau_b:  # C_M(|tau|) has a kink at tau = 0: split there
+                w_0 = w_a + (w_b - w_a) * (0.0 - tau_a) / (tau_b - tau_a)
+                segments += [(tau_a, 0.0, w_a, w_0), (0.0, tau_b, w_0, w_b)]
+            else:
+                segments.append((tau_a, tau_b, w_a, w_b))
         nodes, weights = [], []
         for tau_a, tau_b, w_a, w_b in segments:
             half = 0.5 * (tau_b - tau_a)
@@ -394,6 +402,10 @@ class CustomSD(BaseCorrelations):
             weights.append(half * _GAUSS_WEIGHTS * region_weight)
         nodes = default_np.concatenate(nodes)
         weights = default_np.concatenate(weights)
+
+        # C_M is even in tau (beta-periodic and symmetric about beta/2): regions
+        # that reach tau < 0 use C_M(|tau|)
+        nodes = default_np.abs(nodes)
 
         def integrand(w):
             return float(default_np.sum(weights * self._matsubara_kernel(w, nodes)))

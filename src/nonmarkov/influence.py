@@ -1,0 +1,109 @@
+"""The discretised Feynman-Vernon influence functional of a Gaussian bath.
+
+In the eigenbasis of the coupling operator S a time point k carries the
+Liouville index alpha = (a, b) with ket and bra eigenvalues s+ = s_a and
+s- = s_b. For points k > k' (lag j = k - k' >= 1) the influence factor is
+
+    I_j(alpha_k, alpha_k') = exp(-(s+_k - s-_k) [Re eta_j (s+_k' - s-_k')
+                                               + i Im eta_j (s+_k' + s-_k')]),
+
+and each point has its own factor I_0(alpha_k) with eta_0 in place of eta_j.
+eta_0 is the integral of C(t' - t'') over the triangle t'' < t' of one step,
+eta_j (j >= 1) the integral over the square of the steps k and k'.
+
+The factors depend on alpha only through the pair (s+, s-); the m distinct
+pairs are the "classes" of the tensor-network kernels (m = d^2 unless
+``unique=True`` merges degenerate pairs).
+"""
+
+from __future__ import annotations
+
+import numpy as default_np
+
+from .bath import Bath
+
+
+class DiscretisedInfluence:
+    """Coupling matrices of one bath on a time grid of step ``dt``.
+
+    Parameters
+    ----------
+    bath : the bath.
+    dt : time step.
+    unique : merge Liouville indices with equal (s+, s-) into one class.
+    add_correlation_time : extra correlation time lumped into the last lag
+        (see ``last_lag``), or None.
+    last_lag : the memory cut (number of lags kept), or None for full memory.
+    epsrel, subdiv_limit : accuracy of the correlation integrals.
+    """
+
+    def __init__(self, bath: Bath, dt: float, unique: bool = False,
+                 add_correlation_time: float | None = None, last_lag: int | None = None,
+                 epsrel: float = 2**-26, subdiv_limit: int = 256):
+        self.bath = bath
+        self.dt = dt
+        self.unique = bool(unique)
+        self.add_correlation_time = add_correlation_time
+        self.last_lag = last_lag
+        self.epsrel = epsrel
+        self.subdiv_limit = subdiv_limit
+        dim = bath.dimension
+        if self.unique:
+            s_plus, s_minus, classes = bath.liouville_degeneracy()
+        else:
+            s_plus, s_minus = bath.liouville_eigenvalues()
+            classes = default_np.arange(dim * dim)
+        self.s_plus = s_plus
+        self.s_minus = s_minus
+        self.classes = classes.astype(int)
+        self.num_classes = len(s_plus)
+        self._eta: dict[int, complex] = {}
+
+    @property
+    def class_projector(self) -> default_np.ndarray:
+        """P[alpha, c] = 1 if alpha is in class c; shape (d^2, m)."""
+        projector = default_np.zeros((len(self.classes), self.num_classes))
+        projector[default_np.arange(len(self.classes)), self.classes] = 1.0
+        return projector
+
+    def eta(self, lag: int) -> complex:
+        """The discretised correlation integral eta_lag (complex)."""
+        if lag not in self._eta:
+            correlations = self.bath.correlations
+            kwargs = {"epsrel": self.epsrel, "subdiv_limit": self.subdiv_limit}
+            if lag == 0:
+                value = correlations.correlation_2d_integral(
+                    self.dt, 0.0, shape="upper-triangle", **kwargs)
+            elif lag == self.last_lag and self.add_correlation_time:
+                value = correlations.correlation_2d_integral(
+                    self.dt, lag * self.dt, (lag + 1) * self.dt + self.add_correlation_time,
+                    shape="rectangle", **kwargs)
+            else:
+                value = correlations.correlation_2d_integral(
+                    self.dt, lag * self.dt, shape="square", **kwargs)
+            self._eta[lag] = complex(value)
+        return self._eta[lag]
+
+    def own_factor(self) -> default_np.ndarray:
+        """I_0 per class, shape (m,)."""
+        eta = self.eta(0)
+        diff = self.s_plus - self.s_minus
+        total = self.s_plus + self.s_minus
+        return default_np.exp(-diff * (eta.real * diff + 1j * eta.imag * total))
+
+    def lag_matrix(self, lag: int) -> default_np.ndarray:
+        """I_lag[c_new, c_old], shape (m, m), for lag >= 1."""
+        eta = self.eta(lag)
+        diff = self.s_plus - self.s_minus
+        total = self.s_plus + self.s_minus
+        return default_np.exp(-default_np.outer(diff, eta.real * diff + 1j * eta.imag * total))
+
+    def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).
+
+        to_eigenbasis maps vec(rho) to vec(V^dag rho V), V = bath.unitary_transform.
+        """
+        unitary = self.bath.unitary_transform
+        to_eigen = default_np.kron(unitary.conj().T, unitary.T)
+        from_eigen = default_np.kron(unitary, unitary.conj())
+        return to_eigen, from_eigen

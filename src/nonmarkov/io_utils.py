@@ -1,0 +1,28 @@
+"""File helpers: write to a temporary name and rename only when complete."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(filename: str) -> Iterator[str]:
+    """Yield a temporary path next to ``filename``; rename it there on success.
+
+    On any exception the temporary file is removed, so ``filename`` is either
+    the old file or the complete new one, never a half-written file.
+    """
+    directory = os.path.dirname(os.path.abspath(filename))
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(filename),
+                                         dir=directory)
+    os.close(handle)
+    try:
+        yield temporary
+        os.replace(temporary, filename)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise

@@ -1,0 +1,158 @@
+"""Numerical parameters of TEMPO and PT-TEMPO, and a physically motivated guess."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as default_np
+
+from . import _validation as check
+from . import config
+from .bath import Bath
+from .system import BaseSystem
+
+
+class TempoParameters:
+    """Parameters of the TEMPO family of algorithms.
+
+    Parameters
+    ----------
+    dt : time step (> 0).
+    epsrel : SVD truncation tolerance in (0, 1): the smallest singular values
+        are dropped while the norm of the dropped ones is <= epsrel * s_max.
+    tcut : memory time; the bath memory is cut after ``round(tcut / dt)``
+        steps. Exclusive with ``dkmax``; neither means full memory.
+    dkmax : memory cut in steps (integer >= 1).
+    add_correlation_time : extra correlation time (>= 0) whose integral is
+        added to the last kept memory step, reducing the error of the cut.
+    subdiv_limit : maximum number of subintervals of the adaptive
+        quadratures (correlation integrals, time-dependent Liouvillians), or
+        None for midpoint sampling of time-dependent Liouvillians.
+    liouvillian_epsrel : relative accuracy of those quadratures.
+    name, description : optional text.
+    """
+
+    def __init__(self, dt: float, epsrel: float, tcut: float | None = None,
+                 dkmax: int | None = None, add_correlation_time: float | None = None,
+                 subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+                 liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+                 name: str | None = None, description: str | None = None):
+        self.dt = check.positive_number(dt, "dt")
+        epsrel = check.real_number(epsrel, "epsrel")
+        if not 0.0 < epsrel < 1.0:
+            raise ValueError(f"epsrel must lie in (0, 1); got {epsrel}")
+        self.epsrel = epsrel
+        if tcut is not None and dkmax is not None:
+            raise ValueError("give either tcut or dkmax (or neither, for full memory), not both")
+        if tcut is not None:
+            tcut = check.positive_number(tcut, "tcut")
+            dkmax = max(1, int(round(tcut / self.dt)))
+        elif dkmax is not None:
+            dkmax = check.positive_integer(dkmax, "dkmax", minimum=1)
+        self._dkmax = dkmax
+        if add_correlation_time is not None:
+            add_correlation_time = check.non_negative_number(
+                add_correlation_time, "add_correlation_time")
+        self.add_correlation_time = add_correlation_time
+        if subdiv_limit is not None:
+            subdiv_limit = check.positive_integer(subdiv_limit, "subdiv_limit")
+        self.subdiv_limit = subdiv_limit
+        self.liouvillian_epsrel = check.positive_number(liouvillian_epsrel, "liouvillian_epsrel")
+        self.name = "Unnamed TempoParameters" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+
+    @property
+    def dkmax(self) -> int | None:
+        """Memory cut in steps, or None for full memory."""
+        return self._dkmax
+
+    @property
+    def tcut(self) -> float | None:
+        """Memory cut as a time (dkmax * dt), or None."""
+        return None if self._dkmax is None else self._dkmax * self.dt
+
+    @property
+    def integral_subdiv_limit(self) -> int:
+        """Subinterval limit used for the correlation integrals."""
+        return config.DEFAULT_SUBDIV_LIMIT if self.subdiv_limit is None else self.subdiv_limit
+
+    def __str__(self) -> str:
+        return (f"TempoParameters(dt={self.dt}, epsrel={self.epsrel}, dkmax={self.dkmax}, "
+                f"tcut={self.tcut}, add_correlation_time={self.add_correlation_time})")
+
+    __repr__ = __str__
+
+
+def _memory_time(bath: Bath, tolerance: float) -> float:
+    """Time after which the neglected part of int |C| is below ``tolerance``."""
+    correlations = bath.correlations
+    c0 = abs(complex(correlations.correlation(0.0)))
+    if c0 == 0.0 or float(default_np.max(default_np.abs(bath.coupling_eigenvalues))) == 0.0:
+        return 0.0
+    scale = correlations._time_scale()
+    taus = default_np.concatenate([[0.0], default_np.geomspace(1e-2, 1e4, 241) * scale])
+    values = default_np.abs(default_np.asarray(correlations.correlation(taus)))
+    pieces = 0.5 * (values[1:] + values[:-1]) * default_np.diff(taus)
+    cumulative = default_np.concatenate([[0.0], default_np.cumsum(pieces)])
+    total = cumulative[-1]
+    tail = (total - cumulative) / total
+    index = int(default_np.nonzero(tail <= tolerance)[0][0])
+    return float(taus[index])
+
+
+def _correlation_resolution(bath: Bath) -> float:
+    """Time over which |C(tau)| falls to half of |C(0)|."""
+    correlations = bath.correlations
+    c0 = abs(complex(correlations.correlation(0.0)))
+    if c0 == 0.0:
+        return math.inf
+    taus = default_np.geomspace(1e-3, 1e2, 101) * correlations._time_scale()
+    values = default_np.abs(default_np.asarray(correlations.correlation(taus)))
+    below = default_np.nonzero(values <= 0.5 * c0)[0]
+    return float(taus[below[0]]) if below.size else float(taus[-1])
+
+
+def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
+                           system: BaseSystem | None = None,
+                           tolerance: float = config.DEFAULT_TOLERANCE) -> TempoParameters:
+    """Guess ``TempoParameters`` that reach about ``tolerance`` in the dynamics.
+
+    - memory cut: the time after which the neglected fraction of the
+      integrated |C(tau)| is below ``tolerance``;
+    - time step: the smaller of half the time over which |C(tau)| halves and
+      sqrt(tolerance) / ||L_S|| (second-order Trotter error ~ (dt ||L_S||)^2),
+      at most a hundredth of the simulated interval;
+    - epsrel: tolerance^(3/2), since truncation errors add up over steps.
+
+    Works at zero coupling (then the memory cut is one step). The estimate is
+    a starting point; check convergence by tightening the parameters.
+    """
+    if not isinstance(bath, Bath):
+        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+    start_time = check.real_number(start_time, "start_time")
+    end_time = check.real_number(end_time, "end_time")
+    if end_time <= start_time:
+        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    tolerance = check.positive_number(tolerance, "tolerance")
+    if tolerance >= 1.0:
+        raise ValueError(f"tolerance must be < 1; got {tolerance}")
+    interval = end_time - start_time
+    dt_candidates = [interval / 100.0, 0.5 * _correlation_resolution(bath)]
+    if system is not None:
+        if system.dimension != bath.dimension:
+            raise ValueError(f"system dimension {system.dimension} differs from bath "
+                             f"dimension {bath.dimension}")
+        liouvillian = system.liouvillian(start_time)
+        norm = float(default_np.linalg.norm(liouvillian, 2))
+        if norm > 0:
+            dt_candidates.append(math.sqrt(tolerance) / norm)
+    dt = min(dt_candidates)
+    memory = _memory_time(bath, tolerance)
+    dkmax = max(1, int(math.ceil(memory / dt)))
+    if dkmax > 500:
+        warnings.warn(f"the guessed memory cut is {dkmax} steps; the computation may be slow",
+                      UserWarning, stacklevel=2)
+    return TempoParameters(dt=dt, epsrel=tolerance**1.5, dkmax=dkmax,
+                           name="guessed parameters",
+                           description=f"guess_tempo_parameters(tolerance={tolerance})")

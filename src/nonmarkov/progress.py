@@ -1,0 +1,59 @@
+"""Progress reporting for long loops: a ``tqdm`` bar or nothing."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import config
+
+PROGRESS_TYPES = ("bar", "simple", "silent")
+
+
+def check_progress_type(progress_type: str | None) -> str:
+    """Validate ``progress_type``; None means the configured default."""
+    if progress_type is None:
+        return config.PROGRESS_TYPE
+    if progress_type not in PROGRESS_TYPES:
+        raise ValueError(f"progress_type must be one of {list(PROGRESS_TYPES)}; "
+                         f"got {progress_type!r}")
+    return progress_type
+
+
+class Progress:
+    """Context manager wrapping a loop of ``total`` iterations.
+
+    ``progress_type``: ``'bar'`` (a tqdm bar on stderr), ``'simple'`` (a
+    line at start and end) or ``'silent'``.
+    """
+
+    def __init__(self, total: int, progress_type: str | None = None, title: str = ""):
+        self.progress_type = check_progress_type(progress_type)
+        self.total = total
+        self.title = title
+        self._bar: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.progress_type == "bar":
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.title, leave=True, file=sys.stderr)
+        elif self.progress_type == "simple":
+            print(f"{self.title}: {self.total} steps ...", file=sys.stderr)
+        return self
+
+    def update(self, count: int = 1) -> None:
+        """Advance by ``count`` iterations."""
+        if self._bar is not None:
+            self._bar.update(count)
+
+    def set_postfix(self, **values: Any) -> None:
+        """Show extra values (e.g. the bond dimension) next to the bar."""
+        if self._bar is not None:
+            self._bar.set_postfix(values, refresh=False)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.progress_type == "simple" and exc[0] is None:
+            print(f"{self.title}: done", file=sys.stderr)

@@ -1,0 +1,137 @@
+"""``Dynamics``: the time series of reduced density matrices an algorithm returns."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as default_np
+
+from . import _validation as check
+from .io_utils import atomic_path
+
+
+class Dynamics:
+    """Times t_k and reduced density matrices rho(t_k), (d, d) each.
+
+    Parameters
+    ----------
+    times : optional initial list of times.
+    states : optional initial list of (d, d) density matrices.
+    name, description : optional text.
+    """
+
+    def __init__(self, times: Any = None, states: Any = None, name: str | None = None,
+                 description: str | None = None):
+        self.name = "Unnamed Dynamics" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+        self._times: list[float] = []
+        self._states: list[default_np.ndarray] = []
+        times = [] if times is None else list(times)
+        states = [] if states is None else list(states)
+        if len(times) != len(states):
+            raise ValueError(f"times and states must have the same length; got {len(times)} "
+                             f"and {len(states)}")
+        for time, state in zip(times, states):
+            self.add(time, state)
+
+    def add(self, time: float, state: Any) -> None:
+        """Append the state (d, d) at ``time``."""
+        time = check.real_number(time, "time")
+        matrix = default_np.array(state, dtype=default_np.complex128)
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+            raise ValueError(f"state must be a square matrix; got shape {matrix.shape}")
+        if self._states and matrix.shape != self._states[0].shape:
+            raise ValueError(f"state has shape {matrix.shape} but earlier states have "
+                             f"{self._states[0].shape}")
+        self._times.append(time)
+        self._states.append(matrix)
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @property
+    def times(self) -> default_np.ndarray:
+        """The times, shape (N,)."""
+        return default_np.array(self._times, dtype=float)
+
+    @property
+    def states(self) -> default_np.ndarray:
+        """The density matrices, shape (N, d, d)."""
+        if not self._states:
+            return default_np.zeros((0, 0, 0), dtype=default_np.complex128)
+        return default_np.array(self._states)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of ``states``: (N, d, d)."""
+        return self.states.shape
+
+    def expectations(self, operator: Any = None, real: bool = False
+                     ) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """Return ``(times, Tr(operator rho(t)))``; the trace if ``operator`` is None.
+
+        ``real=True`` returns the real part (for Hermitian operators).
+        """
+        states = self.states
+        if len(states) == 0:
+            return self.times, default_np.zeros(0)
+        if operator is None:
+            values = default_np.trace(states, axis1=1, axis2=2)
+        else:
+            matrix = check.square_matrix(operator, "operator", states.shape[1])
+            values = default_np.einsum("ij,nji->n", matrix, states)
+        return self.times, (values.real if real else values)
+
+    def export(self, filename: str, overwrite: bool = False) -> None:
+        """Write the dynamics to ``filename`` (``.npz``, or ``.h5``/``.hdf5``).
+
+        The file appears only when complete (written under a temporary name,
+        then renamed). Load it back with :func:`import_dynamics`.
+        """
+        filename = os.fspath(filename)
+        if os.path.exists(filename) and not overwrite:
+            raise FileExistsError(f"{filename} exists; pass overwrite=True to replace it")
+        extension = os.path.splitext(filename)[1].lower()
+        if extension not in (".npz", ".h5", ".hdf5"):
+            raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+        with atomic_path(filename) as temporary:
+            if extension == ".npz":
+                with open(temporary, "wb") as handle:
+                    default_np.savez(handle, times=self.times, states=self.states,
+                                     name=self.name, description=self.description,
+                                     format="nonmarkov-dynamics-1")
+            else:
+                import h5py
+
+                with h5py.File(temporary, "w") as handle:
+                    handle.attrs["format"] = "nonmarkov-dynamics-1"
+                    handle.attrs["name"] = self.name
+                    handle.attrs["description"] = self.description
+                    handle.create_dataset("times", data=self.times)
+                    handle.create_dataset("states", data=self.states)
+
+    def __str__(self) -> str:
+        return f"Dynamics {self.name!r}: {len(self)} states"
+
+
+def import_dynamics(filename: str) -> Dynamics:
+    """Load a :class:`Dynamics` written by :meth:`Dynamics.export`."""
+    filename = os.fspath(filename)
+    extension = os.path.splitext(filename)[1].lower()
+    if extension == ".npz":
+        with default_np.load(filename, allow_pickle=False) as data:
+            if "times" not in data or "states" not in data:
+                raise ValueError(f"{filename} is not a dynamics file (no times/states)")
+            return Dynamics(data["times"], data["states"], name=str(data["name"]),
+                            description=str(data["description"]))
+    if extension in (".h5", ".hdf5"):
+        import h5py
+
+        with h5py.File(filename, "r") as handle:
+            if handle.attrs.get("format") != "nonmarkov-dynamics-1":
+                raise ValueError(f"{filename} is not a nonmarkov dynamics file")
+            return Dynamics(handle["times"][()], handle["states"][()],
+                            name=str(handle.attrs["name"]),
+                            description=str(handle.attrs["description"]))
+    raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")

@@ -1,0 +1,214 @@
+"""TEMPO: reduced dynamics of a system coupled to a Gaussian bath.
+
+The augmented density tensor over the last ``dkmax`` time points is kept as
+an MPS (see :mod:`nonmarkov.tn.window`). Each step applies the system
+propagator between two points, couples the new point to every point in the
+memory window, truncates with ``epsrel`` and traces out the point whose memory
+has ended (Strathearn et al., Nat. Commun. 9, 3322 (2018)).
+
+Time stepping (symmetric Trotter splitting): step k takes rho(t_k) to
+rho(t_k + dt) by a half step of the system, the bath influence of the
+interval [t_k, t_k + dt], and another half step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as default_np
+
+from . import _validation as check
+from .backends.host import to_backend
+from .backends.numerical_backend import np
+from .bath import Bath
+from .influence import DiscretisedInfluence
+from .parameters import TempoParameters
+from .progress import Progress, check_progress_type
+from .results import Dynamics
+from .system import BaseSystem
+from .tn.window import advance_window, normalise, trace_vectors
+
+
+def check_model(system: Any, bath: Any) -> None:
+    """Raise unless ``system`` and ``bath`` are of the right types and dimensions."""
+    if not isinstance(system, BaseSystem):
+        raise TypeError(f"system must be a System or TimeDependentSystem; "
+                        f"got {type(system).__name__}")
+    if not isinstance(bath, Bath):
+        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+    if system.dimension != bath.dimension:
+        raise ValueError(f"the system has dimension {system.dimension} but the bath's coupling "
+                         f"operator has dimension {bath.dimension}")
+
+
+def check_parameters(parameters: Any) -> TempoParameters:
+    """Raise unless ``parameters`` is a ``TempoParameters``."""
+    if not isinstance(parameters, TempoParameters):
+        raise TypeError(f"parameters must be TempoParameters; got {type(parameters).__name__}")
+    return parameters
+
+
+class Tempo:
+    """TEMPO computation of the reduced dynamics; can be continued.
+
+    Parameters
+    ----------
+    system : System or TimeDependentSystem (dimension d).
+    bath : Bath with a coupling operator of dimension d.
+    parameters : TempoParameters (dt, epsrel, memory cut).
+    initial_state : (d, d) density matrix at ``start_time``.
+    start_time : time of the initial state.
+    unique : merge Liouville indices with equal coupling eigenvalue pairs
+        (smaller tensors when S is degenerate; same result within epsrel).
+    name, description : optional text.
+    """
+
+    def __init__(self, system: BaseSystem, bath: Bath, parameters: TempoParameters,
+                 initial_state: Any, start_time: float, unique: bool = False,
+                 name: str | None = None, description: str | None = None):
+        check_model(system, bath)
+        self._parameters = check_parameters(parameters)
+        self._start_time = check.real_number(start_time, "start_time")
+        initial = check.density_matrix(initial_state, "initial_state", system.dimension)
+        self.system = system
+        self.bath = bath
+        self.unique = bool(unique)
+        self.name = "Unnamed Tempo" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+        self._influence = DiscretisedInfluence(
+            bath, parameters.dt, unique=unique,
+            add_correlation_time=parameters.add_correlation_time,
+            last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+        self._propagators = system.get_propagators(
+            parameters.dt, self._start_time, parameters.subdiv_limit,
+            parameters.liouvillian_epsrel)
+        self._to_eigen, self._from_eigen = self._influence.liouville_transforms()
+        self._initial_vector = self._to_eigen @ initial.reshape(-1)
+        self._dynamics = Dynamics(name=self.name)
+        self._dynamics.add(self._start_time, initial)
+        self._window: list[Any] = []
+        self._log_scale = 0.0
+        self._step = 0
+        self._norm_site = 0
+        self._max_bond_dimension = 1
+        self._backend_cache: dict[str, Any] = {}
+
+    @property
+    def parameters(self) -> TempoParameters:
+        """The TempoParameters in use."""
+        return self._parameters
+
+    @property
+    def dimension(self) -> int:
+        """System dimension d."""
+        return self.system.dimension
+
+    @property
+    def max_bond_dimension(self) -> int:
+        """Largest MPS bond dimension reached so far."""
+        return self._max_bond_dimension
+
+    def _eigen_propagators(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
+        first, second = self._propagators(step)
+        return (self._to_eigen @ first @ self._from_eigen,
+                self._to_eigen @ second @ self._from_eigen)
+
+    def _lag_arrays(self) -> tuple[Any, list[Any], Any, Any]:
+        """Backend arrays: own factor (m,), lag matrices, classes, class projector."""
+        if not self._backend_cache:
+            influence = self._influence
+            window = self._parameters.dkmax
+            self._backend_cache["own"] = to_backend(influence.own_factor())
+            self._backend_cache["classes"] = np.asarray(influence.classes)
+            self._backend_cache["projector"] = to_backend(influence.class_projector)
+            self._backend_cache["lags"] = []
+            self._backend_cache["window"] = window
+        return (self._backend_cache["own"], self._backend_cache["lags"],
+                self._backend_cache["classes"], self._backend_cache["projector"])
+
+    def _lag(self, lag: int) -> Any:
+        lags = self._backend_cache["lags"]
+        while len(lags) < lag:
+            lags.append(to_backend(self._influence.lag_matrix(len(lags) + 1)))
+        return lags[lag - 1]
+
+    def _advance(self) -> default_np.ndarray:
+        """Do one step; return rho at the end of it, (d, d)."""
+        own, _, classes, projector = self._lag_arrays()
+        step = self._step
+        epsrel = self._parameters.epsrel
+        first, second = self._eigen_propagators(step)
+        if step == 0:
+            vector = to_backend(first @ self._initial_vector)
+            front = (own[classes] * vector).reshape(1, -1, 1)
+            window = [front]
+        else:
+            _, previous_second = self._eigen_propagators(step - 1)
+            between = to_backend(first @ previous_second)
+            window = self._window
+            dkmax = self._parameters.dkmax
+            n = len(window)
+            oldest = "trace" if dkmax is not None and n >= dkmax else "keep"
+            lag_matrices = [self._lag(j + 1) for j in range(n)]
+            theta = np.einsum("ba,ac,ar->bcr", between, projector, window[0][0])
+            window, _, self._norm_site = advance_window(
+                window, theta, classes, lag_matrices, own, epsrel, oldest,
+                left_to_right=(self._norm_site == 0))
+        window[self._norm_site], log_norm = normalise(window[self._norm_site])
+        self._log_scale += log_norm
+        self._window = window
+        self._step += 1
+        bonds = [site.shape[2] for site in window[:-1]]
+        if bonds:
+            self._max_bond_dimension = max(self._max_bond_dimension, max(bonds))
+        vector, log_rest = trace_vectors(window[1:]) if len(window) > 1 else (None, 0.0)
+        state = window[0][0] if vector is None else window[0][0] @ vector
+        state = np.to_host(state).reshape(-1) * math.exp(self._log_scale + log_rest)
+        rho_vector = self._from_eigen @ (second @ state)
+        return rho_vector.reshape(self.dimension, self.dimension)
+
+    def compute(self, end_time: float, progress_type: str | None = None) -> Dynamics:
+        """Propagate up to ``end_time`` (continuing from where it stopped).
+
+        Returns the :class:`Dynamics` so far. The number of new steps is
+        round((end_time - current_time) / dt).
+        """
+        end_time = check.real_number(end_time, "end_time")
+        progress_type = check_progress_type(progress_type)
+        dt = self._parameters.dt
+        current = self._start_time + self._step * dt
+        if end_time < self._start_time:
+            raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
+        num_steps = int(round((end_time - current) / dt))
+        with Progress(max(num_steps, 0), progress_type, "TEMPO") as progress:
+            for _ in range(max(num_steps, 0)):
+                state = self._advance()
+                self._dynamics.add(self._start_time + self._step * dt, state)
+                progress.set_postfix(bond=self._max_bond_dimension)
+                progress.update()
+        return self._dynamics
+
+    def get_dynamics(self) -> Dynamics:
+        """The dynamics computed so far."""
+        return self._dynamics
+
+
+def tempo_compute(system: BaseSystem, bath: Bath, initial_state: Any, start_time: float,
+                  end_time: float, parameters: TempoParameters | None = None,
+                  tolerance: float | None = None, unique: bool = False,
+                  progress_type: str | None = None, name: str | None = None,
+                  description: str | None = None) -> Dynamics:
+    """One-call TEMPO: build a :class:`Tempo` and compute up to ``end_time``.
+
+    If ``parameters`` is None they are guessed with
+    :func:`~nonmarkov.guess_tempo_parameters` (``tolerance`` as given).
+    """
+    from .parameters import guess_tempo_parameters
+
+    if parameters is None:
+        kwargs = {} if tolerance is None else {"tolerance": tolerance}
+        parameters = guess_tempo_parameters(bath, start_time, end_time, system, **kwargs)
+    tempo = Tempo(system, bath, parameters, initial_state, start_time, unique=unique, name=name,
+                  description=description)
+    return tempo.compute(end_time, progress_type=progress_type)

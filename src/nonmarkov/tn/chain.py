@@ -1,0 +1,51 @@
+"""Kernels that contract process-tensor MPOs with a system state.
+
+The state during the contraction is an array ``v[b_1, ..., b_n, alpha]``: one
+open bond per process tensor and the Liouville index alpha (d^2). Step
+tensors are ``T[b, b', c]`` with a class c per Liouville index. No physics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backends.numerical_backend import np
+
+
+def apply_superoperator(state: Any, superoperator: Any) -> Any:
+    """Apply a (d^2, d^2) matrix to the last axis of ``state``."""
+    return np.tensordot(state, superoperator, axes=([state.ndim - 1], [1]))
+
+
+def apply_step_tensor(state: Any, tensor: Any, classes: Any, axis: int) -> Any:
+    """Contract bond ``axis`` of ``state`` with a step tensor T[b, b', c].
+
+    Each Liouville index alpha picks the slice ``T[:, :, classes[alpha]]``;
+    the bond dimension on ``axis`` changes from b to b'.
+    """
+    expanded = tensor[:, :, classes]  # (b, b', alpha)
+    moved = np.moveaxis(state, axis, -2)  # (..., b, alpha)
+    result = np.einsum("...ba,bca->...ca", moved, expanded)
+    return np.moveaxis(result, -2, axis)
+
+
+def future_caps(tensors: list[Any], weights: Any) -> list[Any]:
+    """Vectors that close the bond after each step with a weighted future.
+
+    ``caps[k][b]`` contracts step tensors k+1..N-1, each with the class
+    weights ``weights[c]``; ``caps[N-1]`` is the trivial end bond (ones(1)).
+    """
+    caps: list[Any] = [None] * len(tensors)
+    cap = np.ones((tensors[-1].shape[1],), dtype=tensors[-1].dtype)
+    caps[-1] = cap
+    for k in range(len(tensors) - 1, 0, -1):
+        cap = np.einsum("bcp,p,c->b", tensors[k], weights, cap)
+        caps[k - 1] = cap
+    return caps
+
+
+def close_bonds(state: Any, caps: list[Any]) -> Any:
+    """Contract every bond axis of ``state`` with its cap vector; returns (d^2,)."""
+    for cap in caps:
+        state = np.tensordot(cap, state, axes=([0], [0]))
+    return state
