@@ -90,7 +90,6 @@ class PtTempo:
         finalized: list[Any] = []
         window: list[Any] = []
         log_scale = 0.0
-        norm_site = 0
         with Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
             for step in range(self._num_steps):
                 if step == 0:
@@ -101,12 +100,11 @@ class PtTempo:
                         lags.append(to_backend(influence.lag_matrix(len(lags) + 1)))
                     oldest = "finalize" if dkmax is not None and n >= dkmax else "keep"
                     theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
-                    window, done, norm_site = advance_window(
-                        window, theta, class_index, lags, own, epsrel, oldest,
-                        left_to_right=(norm_site == 0))
+                    window, done = advance_window(
+                        window, theta, class_index, lags, own, epsrel, oldest)
                     if done is not None:
                         finalized.append(done)
-                window[norm_site], log_norm = normalise(window[norm_site])
+                window[0], log_norm = normalise(window[0])
                 log_scale += log_norm
                 bond = max([site.shape[2] for site in window] + [1])
                 self._max_bond_dimension = max(self._max_bond_dimension, bond)

@@ -90,7 +90,6 @@ class Tempo:
         self._window: list[Any] = []
         self._log_scale = 0.0
         self._step = 0
-        self._norm_site = 0
         self._max_bond_dimension = 1
         self._backend_cache: dict[str, Any] = {}
 
@@ -152,10 +151,9 @@ class Tempo:
             oldest = "trace" if dkmax is not None and n >= dkmax else "keep"
             lag_matrices = [self._lag(j + 1) for j in range(n)]
             theta = np.einsum("ba,ac,ar->bcr", between, projector, window[0][0])
-            window, _, self._norm_site = advance_window(
-                window, theta, classes, lag_matrices, own, epsrel, oldest,
-                left_to_right=(self._norm_site == 0))
-        window[self._norm_site], log_norm = normalise(window[self._norm_site])
+            window, _ = advance_window(
+                window, theta, classes, lag_matrices, own, epsrel, oldest)
+        window[0], log_norm = normalise(window[0])
         self._log_scale += log_norm
         self._window = window
         self._step += 1

@@ -7,14 +7,11 @@ point (site 0, left end) to the oldest. ``p`` runs over the m distinct
 One step of TEMPO or PT-TEMPO couples a new point to every site of the
 window: site j (lag j + 1) is multiplied by a lag matrix ``I_j[c, p]``, where
 c is the class of the new point, carried along the chain as an MPO bond of
-dimension m. The kernels apply these couplings and truncate the bonds in one
-sweep. Sweeps alternate in direction from step to step: a sweep must start
-where the previous one left the norm, so that the part of the chain it has
-not visited yet is (nearly) orthonormal and the singular values it cuts are
-those of the whole state. ``sweep_sites`` + ``front_update`` sweep from the
-oldest site to the newest (right to left) and leave right-orthonormal sites
-with the norm in the front; ``sweep_left_to_right`` does the opposite and
-leaves the norm in the oldest site.
+dimension m. Each step is two sweeps: ``sweep_left_to_right`` applies the couplings
+from the newest site to the oldest and leaves the chain left-orthonormal with
+the norm in the oldest site; ``truncate_right_to_left`` then cuts every bond
+at its Schmidt values (the optimal truncation of the whole state) and leaves
+the sites right-orthonormal with the norm in the front.
 
 The oldest site can be kept, traced out (summed over p: its memory has
 ended) or finalised (split off as a fixed tensor, e.g. of a process tensor).
@@ -32,111 +29,6 @@ from ..backends.numerical_backend import np
 from .truncation import truncated_svd
 
 OLDEST_ACTIONS = ("keep", "trace", "finalize")
-
-
-def _split_right(matrix: Any, left_shape: tuple[int, int], right_shape: tuple[int, int],
-                 epsrel: float, max_rank: int | None) -> tuple[Any, Any]:
-    """SVD-truncate ``matrix`` ((l c), (p r)) into a carry (l, c, k) and a site (k, p, r)."""
-    u, s, vh = truncated_svd(matrix, epsrel, max_rank)
-    rank = s.shape[0]
-    carry = (u * s[None, :]).reshape(left_shape + (rank,))
-    site = vh.reshape((rank,) + right_shape)
-    return carry, site
-
-
-def sweep_sites(sites: list[Any], lag_matrices: list[Any], epsrel: float, oldest: str,
-                max_rank: int | None = None) -> tuple[Any, list[Any], Any]:
-    """Couple the new point to sites 1..n-1 and truncate, oldest first.
-
-    Parameters
-    ----------
-    sites : window tensors ``M_j[l, p, r]``, j = 0..n-1 (n >= 2); site 0 is
-        not touched here (see :func:`front_update`).
-    lag_matrices : ``I_j[c, p]`` (m, m) for j = 0..n-1.
-    epsrel : truncation tolerance.
-    oldest : ``'keep'``, ``'trace'`` or ``'finalize'`` for site n-1.
-
-    Returns
-    -------
-    carry : (r_0, m, k) array to be contracted into site 0's right bond.
-    new_sites : right-orthonormal sites 1..n-1 (without the oldest when it
-        was traced or finalised).
-    finalized : the split-off oldest site (k, p, r), or None.
-    """
-    n = len(sites)
-    new_sites: list[Any] = []
-    finalized = None
-    carry = None
-    for j in range(n - 1, 0, -1):
-        site = sites[j]
-        lag = lag_matrices[j]
-        chi_l, dim_p, chi_r = site.shape
-        dim_c = lag.shape[0]
-        if carry is None:
-            coupled = site[:, None, :, :] * lag[None, :, :, None]  # (l, c, p, r)
-            if oldest == "trace":
-                carry = np.sum(coupled, axis=(2, 3))[:, :, None]
-                continue
-            matrix = coupled.reshape(chi_l * dim_c, dim_p * chi_r)
-            carry, new_site = _split_right(matrix, (chi_l, dim_c), (dim_p, chi_r), epsrel,
-                                           max_rank)
-            if oldest == "finalize":
-                finalized = new_site
-            else:
-                new_sites.append(new_site)
-            continue
-        rank = carry.shape[2]
-        coupled = np.einsum("lpr,cp,rck->lcpk", site, lag, carry)
-        matrix = coupled.reshape(chi_l * dim_c, dim_p * rank)
-        carry, new_site = _split_right(matrix, (chi_l, dim_c), (dim_p, rank), epsrel, max_rank)
-        new_sites.append(new_site)
-    new_sites.reverse()
-    return carry, new_sites, finalized
-
-
-def front_update(theta: Any, row_classes: Any, first_lag: Any, own_factor: Any,
-                 carry: Any | None, epsrel: float, oldest: str,
-                 max_rank: int | None = None) -> tuple[Any, Any, Any]:
-    """Couple the new point to site 0 and split off the new front site.
-
-    Parameters
-    ----------
-    theta : (x, p, r) site 0 seen from the new point's index x (for TEMPO
-        the propagator is already applied; for PT-TEMPO x is the class).
-    row_classes : (x,) int array, the class of each value of x.
-    first_lag : ``I_0[c, p]`` (m, m), the lag-1 coupling matrix.
-    own_factor : (m,) the new point's coupling to itself.
-    carry : (r, m, k) from :func:`sweep_sites`, or None if site 0 is the
-        oldest site of the window.
-    oldest : what to do with site 0 when ``carry`` is None.
-
-    Returns
-    -------
-    front : (1, x, k') the new newest site, holding the norm.
-    site0 : (k', p, k) right-orthonormal old site 0, or None if traced or
-        finalised.
-    finalized : site 0 when ``oldest == 'finalize'`` and ``carry`` is None.
-    """
-    lag_rows = first_lag[row_classes, :] * own_factor[row_classes][:, None]  # (x, p)
-    dim_x, dim_p, chi_r = theta.shape
-    if carry is None:
-        coupled = theta * lag_rows[:, :, None]
-        if oldest == "trace":
-            return np.sum(coupled, axis=(1, 2)).reshape(1, dim_x, 1), None, None
-        matrix = coupled.reshape(dim_x, dim_p * chi_r)
-        rank_shape = (dim_p, chi_r)
-    else:
-        carry_rows = carry[:, row_classes, :]  # (r, x, k)
-        coupled = np.einsum("xpr,xp,rxk->xpk", theta, lag_rows, carry_rows)
-        rank_shape = (dim_p, carry.shape[2])
-        matrix = coupled.reshape(dim_x, -1)
-    u, s, vh = truncated_svd(matrix, epsrel, max_rank)
-    rank = s.shape[0]
-    front = (u * s[None, :]).reshape(1, dim_x, rank)
-    site0 = vh.reshape((rank,) + rank_shape)
-    if carry is None and oldest == "finalize":
-        return front, None, site0
-    return front, site0, None
 
 
 def normalise(front: Any) -> tuple[Any, float]:
@@ -164,18 +56,29 @@ def trace_vectors(sites: list[Any]) -> tuple[Any, float]:
     return vector, log_scale
 
 
+def _couple(site: Any, lag: Any) -> Any:
+    """Site M[l, p, r] times lag I[c, p], as (c, l, p * r)."""
+    chi_l, dim_p, chi_r = site.shape
+    coupled = site[None, :, :, :] * lag[:, None, :, None]
+    return coupled.reshape(lag.shape[0], chi_l, dim_p * chi_r)
+
+
 def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], own_factor: Any,
                         sites: list[Any], epsrel: float, oldest: str,
                         max_rank: int | None = None) -> tuple[list[Any], Any]:
-    """Couple the new point to the window and truncate, newest site first.
+    """Couple the new point to the window and orthonormalise, newest site first.
+
+    Every bond is orthonormalised with a QR decomposition (no truncation),
+    except the bond to a finalised oldest site, which is cut with ``epsrel``
+    (the chain left of it is then orthonormal, so the cut is optimal).
 
     Parameters
     ----------
     theta : (x, p, r) site 0 seen from the new point's index x.
     row_classes : (x,) class of each x.
-    lag_matrices : ``I_j[c, p]`` for the sites j = 0..n-1.
+    lag_matrices : ``I_j[c, p]`` (m, m) for the sites j = 0..n-1.
     own_factor : (m,) the new point's coupling to itself.
-    sites : the window ``M_j[l, p, r]``, j = 0..n-1 (site 0 is replaced by
+    sites : the window ``M_j[l, p, r]``, j = 0..n-1 (site 0 enters through
         ``theta``).
     oldest : ``'keep'``, ``'trace'`` or ``'finalize'`` for site n-1.
 
@@ -186,77 +89,75 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
     finalized : the split-off oldest site (k, p, r), right-orthonormal, or None.
     """
     n = len(sites)
+    num_classes = lag_matrices[0].shape[0]
     lag_rows = lag_matrices[0][row_classes, :] * own_factor[row_classes][:, None]  # (x, p)
     coupled = theta * lag_rows[:, :, None]  # (x, p, r)
-    dim_x = theta.shape[0]
-    num_classes = lag_matrices[0].shape[0]
-    if n == 1:
-        block = coupled.reshape(1, dim_x, theta.shape[1], theta.shape[2])
-    else:
-        carrier = (row_classes[:, None] == np.arange(num_classes)[None, :]).astype(theta.dtype)
-        block = np.einsum("xpr,xc->xprc", coupled, carrier)[None]  # (1, x, p, r, c) -> below
-        block = block.reshape(1, dim_x, theta.shape[1], theta.shape[2] * num_classes)
-    # split off the new front site
-    u, s, vh = truncated_svd(block.reshape(dim_x, -1), epsrel, max_rank)
-    window = [u.reshape(1, dim_x, -1)]
-    carry = (s[:, None] * vh)  # (k, p * r [* c])
-    finalized = None
+    dim_x, dim_p, chi_r = theta.shape
+    if n > 1:  # open the carrier bond c (= class of x) towards the older sites
+        carrier = row_classes[:, None] == np.arange(num_classes)[None, :]
+        coupled = coupled[:, :, :, None] * carrier[:, None, None, :].astype(theta.dtype)
+    q, carry = np.linalg.qr(coupled.reshape(dim_x, -1))
+    window = [q.reshape(1, dim_x, -1)]
     for j in range(n):
         rank = carry.shape[0]
-        site = sites[j]
-        dim_p = site.shape[1]
-        if j == 0:
-            dim_p, chi_r = theta.shape[1], theta.shape[2]
-            tensor = carry.reshape(rank, dim_p, chi_r, -1)  # (k, p, r, c) or (k, p, r, 1)
-        else:
-            lag = lag_matrices[j]
-            carry3 = carry.reshape(rank, site.shape[0], num_classes)
-            chi_r = site.shape[2]
-            if j == n - 1:
-                tensor = np.einsum("klc,lpr,cp->kpr", carry3, site, lag)[..., None]
-            else:
-                tensor = np.einsum("klc,lpr,cp->kprc", carry3, site, lag)
         last = j == n - 1
-        if last:
-            tensor = tensor.reshape(rank, dim_p, chi_r)
-            if oldest == "trace":
-                vector = np.sum(tensor, axis=(1, 2))
-                previous = window.pop()
-                window.append(np.tensordot(previous, vector, axes=([2], [0]))[:, :, None])
-            elif oldest == "finalize":
-                u, s, vh = truncated_svd(tensor.reshape(rank, -1), epsrel, max_rank)
-                finalized = vh.reshape(-1, dim_p, chi_r)
-                previous = window.pop()
-                window.append(np.tensordot(previous, u * s[None, :], axes=([2], [0])))
+        if j > 0:
+            site = sites[j]
+            dim_p, chi_r = site.shape[1], site.shape[2]
+            carry_by_class = np.moveaxis(carry.reshape(rank, site.shape[0], num_classes), 2, 0)
+            product = np.matmul(carry_by_class, _couple(site, lag_matrices[j]))  # (c, k, p r)
+            if last:
+                carry = np.sum(product, axis=0)
             else:
-                window.append(tensor)
-            break
-        matrix = tensor.reshape(rank * dim_p, -1)
-        u, s, vh = truncated_svd(matrix, epsrel, max_rank)
-        window.append(u.reshape(rank, dim_p, -1))
-        carry = s[:, None] * vh
-    return window, finalized
+                carry = np.moveaxis(product, 0, 2)  # (k, p r, c)
+        tensor = carry.reshape(rank, dim_p, -1)
+        if not last:
+            q, carry = np.linalg.qr(tensor.reshape(rank * dim_p, -1))
+            window.append(q.reshape(rank, dim_p, -1))
+            continue
+        if oldest == "trace":
+            vector = np.sum(tensor, axis=(1, 2))
+            previous = window.pop()
+            window.append(np.tensordot(previous, vector, axes=([2], [0]))[:, :, None])
+            return window, None
+        if oldest == "finalize":
+            u, s, vh = truncated_svd(tensor.reshape(rank, -1), epsrel, max_rank)
+            previous = window.pop()
+            window.append(np.tensordot(previous, u * s[None, :], axes=([2], [0])))
+            return window, vh.reshape(-1, dim_p, chi_r)
+        window.append(tensor)
+    return window, None
 
 
 def advance_window(window: list[Any], theta: Any, row_classes: Any, lag_matrices: list[Any],
-                   own_factor: Any, epsrel: float, oldest: str, left_to_right: bool,
-                   max_rank: int | None = None) -> tuple[list[Any], Any, int]:
+                   own_factor: Any, epsrel: float, oldest: str,
+                   max_rank: int | None = None) -> tuple[list[Any], Any]:
     """One step of the window: couple a new point, truncate, handle the oldest.
 
-    ``left_to_right`` chooses the sweep direction (alternate it every step).
-    Returns the new window, the finalised site (or None) and the index of
-    the site that holds the norm (0 or -1).
+    A left-to-right pass applies the couplings and orthonormalises (QR; the
+    bond to a finalised site is cut with ``epsrel``),
+    then a right-to-left pass truncates every bond at its Schmidt values.
+    Returns the new window (right-orthonormal, norm in the front) and the
+    finalised site or None.
     """
-    if left_to_right:
-        new_window, finalized = sweep_left_to_right(
-            theta, row_classes, lag_matrices, own_factor, window, epsrel, oldest, max_rank)
-        return new_window, finalized, -1
-    n = len(window)
-    carry, rest, finalized = None, [], None
-    if n >= 2:
-        carry, rest, finalized = sweep_sites(window, lag_matrices, epsrel, oldest, max_rank)
-    front, site0, finalized0 = front_update(theta, row_classes, lag_matrices[0], own_factor,
-                                            carry, epsrel, oldest if n == 1 else "keep",
-                                            max_rank)
-    finalized = finalized if finalized is not None else finalized0
-    return [front] + ([site0] if site0 is not None else []) + rest, finalized, 0
+    new_window, finalized = sweep_left_to_right(
+        theta, row_classes, lag_matrices, own_factor, window, epsrel, oldest, max_rank)
+    return truncate_right_to_left(new_window, epsrel, max_rank), finalized
+
+
+def truncate_right_to_left(window: list[Any], epsrel: float,
+                           max_rank: int | None = None) -> list[Any]:
+    """Plain SVD truncation sweep from the last site to the front.
+
+    Optimal when the window is left-orthonormal with the norm in the last
+    site: every bond is then cut at its exact Schmidt values. Leaves the
+    sites right-orthonormal and the norm in the front.
+    """
+    window = list(window)
+    for j in range(len(window) - 1, 0, -1):
+        site = window[j]
+        chi_l, dim_p, chi_r = site.shape
+        u, s, vh = truncated_svd(site.reshape(chi_l, dim_p * chi_r), epsrel, max_rank)
+        window[j] = vh.reshape(-1, dim_p, chi_r)
+        window[j - 1] = np.tensordot(window[j - 1], u * s[None, :], axes=([2], [0]))
+    return window
