@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
 from . import backends as backends
+from . import helpers as helpers
 from . import operators as operators
 from .bath import Bath as Bath
 from .correlations import CustomCorrelations as CustomCorrelations

@@ -20,6 +20,7 @@ import numpy as default_np
 
 from . import _validation as check
 from . import config
+from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .control import Control
@@ -140,7 +141,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
     dynamics = Dynamics(name="dynamics")
     dynamics.add(start_time, rho0)
     state = to_backend(rho0.reshape((1,) * num_bonds + (d * d,)))
-    with Progress(num_steps, progress_type, "dynamics") as progress:
+    with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics") as progress:
         for step in range(num_steps):
             pre, post = (None, None) if control is None else control.get_controls(
                 step, dt, start_time)

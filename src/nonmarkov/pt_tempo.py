@@ -17,6 +17,7 @@ from typing import Any
 import numpy as default_np
 
 from . import _validation as check
+from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .bath import Bath
@@ -90,7 +91,7 @@ class PtTempo:
         finalized: list[Any] = []
         window: list[Any] = []
         log_scale = 0.0
-        with Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
+        with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
             for step in range(self._num_steps):
                 if step == 0:
                     window = [own.reshape(1, m, 1)]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as default_np
 
 from . import _validation as check
+from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .bath import Bath
@@ -179,7 +180,7 @@ class Tempo:
         if end_time < self._start_time:
             raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
         num_steps = int(round((end_time - current) / dt))
-        with Progress(max(num_steps, 0), progress_type, "TEMPO") as progress:
+        with hot_loop_threads(), Progress(max(num_steps, 0), progress_type, "TEMPO") as progress:
             for _ in range(max(num_steps, 0)):
                 state = self._advance()
                 self._dynamics.add(self._start_time + self._step * dt, state)

@@ -1,0 +1,179 @@
+"""B1 (TEMPO) and B2 (PT-TEMPO + dynamics): nonmarkov side by side with OQuPy 0.5.
+
+Spin-boson model: H_S = 0.5 sigma_x, coupling 0.5 sigma_z,
+PowerLawSD(alpha=0.3, zeta=1, cutoff=5, 'exponential', T=0), initial state up.
+
+- B1: TEMPO, dt=0.1, tcut=3, epsrel=1e-4, t in [0, 10], unique=True.
+- B2: PT-TEMPO, dt=1/16, tcut=4, epsrel=2**-14, 128 steps, then
+  compute_dynamics from the process tensor.
+
+Each run happens in its own process (so peak memory is per run): nonmarkov
+with this interpreter, OQuPy with the interpreter of the separate virtual
+environment made by ``setup_oqupy_env.sh``. The machine is shared and noisy,
+so the table reports ratios of times measured in the same invocation.
+
+    python benchmarks/bench_tempo.py [--problems B1 B2] [--json out.json]
+        [--oqupy-python PATH | --no-oqupy] [--reference] [--threads N]
+
+``--reference`` also computes a converged reference (nonmarkov TEMPO with
+epsrel 1e-7, same dt and memory cut) and reports each curve's error against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBLEMS = {
+    "B1": {"dt": 0.1, "tcut": 3.0, "epsrel": 1e-4, "end_time": 10.0},
+    "B2": {"dt": 1.0 / 16.0, "tcut": 4.0, "epsrel": 2.0**-14, "steps": 128},
+}
+
+
+def _model():
+    import nonmarkov as nm
+
+    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
+                                 temperature=0.0)
+    bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
+    system = nm.System(0.5 * nm.operators.sigma("x"))
+    return nm, system, bath, nm.operators.spin_dm("up")
+
+
+def run_nonmarkov(problem: str, epsrel: float | None = None) -> dict:
+    """Run one problem with nonmarkov in this process; return the record."""
+    start = time.perf_counter()
+    nm, system, bath, rho0 = _model()
+    spec = PROBLEMS[problem]
+    epsrel = spec["epsrel"] if epsrel is None else epsrel
+    record: dict = {"problem": problem, "code": "nonmarkov", "epsrel": epsrel,
+                    "backend": nm.backends.get_backend(), "import_s": time.perf_counter() - start}
+    parameters = nm.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=epsrel)
+    if problem == "B1":
+        start = time.perf_counter()
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
+        dynamics = tempo.compute(spec["end_time"], progress_type="silent")
+        record["wall_time_s"] = {"tempo": time.perf_counter() - start}
+        record["max_bond_dimension"] = tempo.max_bond_dimension
+    else:
+        start = time.perf_counter()
+        end_time = spec["steps"] * spec["dt"]
+        pt = nm.PtTempo(bath, 0.0, end_time, parameters).get_process_tensor(
+            progress_type="silent")
+        middle = time.perf_counter()
+        dynamics = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
+        record["wall_time_s"] = {"pt_build": middle - start,
+                                 "dynamics": time.perf_counter() - middle}
+        record["max_bond_dimension"] = int(pt.get_bond_dimensions().max())
+    times, sigma_z = dynamics.expectations(nm.operators.sigma("z"), real=True)
+    record["times"] = times.tolist()
+    record["sigma_z"] = sigma_z.tolist()
+    record["trace"] = dynamics.expectations(real=True)[1].tolist()
+    record["maxrss_kib_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return record
+
+
+def _subprocess_json(command: list[str], env: dict) -> dict:
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "out.json")
+        subprocess.run(command + ["--json", path], check=True, env=env)
+        with open(path) as handle:
+            return json.load(handle)
+
+
+def _oqupy_python(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    result = subprocess.run(["bash", os.path.join(HERE, "setup_oqupy_env.sh")], check=True,
+                            capture_output=True, text=True)
+    return result.stdout.strip().splitlines()[-1]
+
+
+def _max_deviation(record: dict, other: dict) -> float:
+    """max |<sigma_z>| difference, each curve divided by its trace."""
+    a = np.array(record["sigma_z"]) / np.array(record["trace"])
+    b = np.array(other["sigma_z"]) / np.array(other["trace"])
+    n = min(len(a), len(b))
+    return float(np.max(np.abs(a[:n] - b[:n])))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=["B1", "B2"], choices=list(PROBLEMS))
+    parser.add_argument("--json", default=None, help="write all records to this JSON file")
+    parser.add_argument("--oqupy-python", default=None,
+                        help="python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)")
+    parser.add_argument("--no-oqupy", action="store_true", help="run nonmarkov only")
+    parser.add_argument("--reference", action="store_true",
+                        help="also compute a converged reference (epsrel 1e-7)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-epsrel", type=float, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:  # a single nonmarkov run in its own process
+        record = run_nonmarkov(args.worker, args.worker_epsrel)
+        with open(args.json, "w") as handle:
+            json.dump(record, handle)
+        return 0
+
+    env = dict(os.environ)
+    if args.threads is not None:
+        for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[key] = str(args.threads)
+    oqupy_python = None if args.no_oqupy else _oqupy_python(args.oqupy_python)
+    records: dict = {}
+    for problem in args.problems:
+        entry: dict = {}
+        me = [sys.executable, os.path.abspath(__file__), "--worker", problem]
+        entry["nonmarkov"] = _subprocess_json(me, env)
+        if oqupy_python:
+            entry["oqupy"] = _subprocess_json(
+                [oqupy_python, os.path.join(HERE, "oqupy_reference.py"), "--problem", problem,
+                 "--no-tracemalloc"], env)
+        if args.reference:
+            entry["reference"] = _subprocess_json(me + ["--worker-epsrel", "1e-7"], env)
+        records[problem] = entry
+
+    print(f"\n{'problem':8} {'phase':10} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
+          f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'|dsz| nm-oq':>12} "
+          f"{'err nm':>9} {'err oq':>9}")
+    for problem, entry in records.items():
+        ours = entry["nonmarkov"]
+        theirs = entry.get("oqupy")
+        reference = entry.get("reference")
+        for phase, seconds in ours["wall_time_s"].items():
+            phase_oq = {"tempo": "tempo_compute", "pt_build": "pt_build",
+                        "dynamics": "dynamics"}[phase]
+            other = theirs["wall_time_s"].get(phase_oq) if theirs else None
+            ratio = f"{other / seconds:7.1f}" if other else "      -"
+            bonds = f"{ours['max_bond_dimension']}/{theirs.get('max_bond_dimension')}" \
+                if theirs else f"{ours['max_bond_dimension']}"
+            memory = (f"{ours['maxrss_kib_after'] / 1024:.0f}/"
+                      f"{theirs['maxrss_kib_after'] / 1024:.0f}") if theirs else \
+                f"{ours['maxrss_kib_after'] / 1024:.0f}"
+            deviation = f"{_max_deviation(ours, theirs):12.2e}" if theirs else "           -"
+            err_nm = f"{_max_deviation(ours, reference):9.2e}" if reference else "        -"
+            err_oq = f"{_max_deviation(theirs, reference):9.2e}" if (reference and theirs) \
+                else "        -"
+            other_text = f"{other:10.2f}" if other else "         -"
+            print(f"{problem:8} {phase:10} {seconds:12.2f} {other_text} {ratio} {bonds:>11} "
+                  f"{memory:>17} {deviation} {err_nm} {err_oq}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(records, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
