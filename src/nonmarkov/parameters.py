@@ -85,20 +85,10 @@ class TempoParameters:
 
 
 def _memory_time(bath: Bath, tolerance: float) -> float:
-    """Time after which the neglected part of int |C| is below ``tolerance``."""
-    correlations = bath.correlations
-    c0 = abs(complex(correlations.correlation(0.0)))
-    if c0 == 0.0 or float(default_np.max(default_np.abs(bath.coupling_eigenvalues))) == 0.0:
+    """Time after which |C(tau)| stays below ``tolerance`` * |C(0)|."""
+    if float(default_np.max(default_np.abs(bath.coupling_eigenvalues))) == 0.0:
         return 0.0
-    scale = correlations._time_scale()
-    taus = default_np.concatenate([[0.0], default_np.geomspace(1e-2, 1e4, 241) * scale])
-    values = default_np.abs(default_np.asarray(correlations.correlation(taus)))
-    pieces = 0.5 * (values[1:] + values[:-1]) * default_np.diff(taus)
-    cumulative = default_np.concatenate([[0.0], default_np.cumsum(pieces)])
-    total = cumulative[-1]
-    tail = (total - cumulative) / total
-    index = int(default_np.nonzero(tail <= tolerance)[0][0])
-    return float(taus[index])
+    return bath.correlations.max_correlation_time_estimate(tolerance)
 
 
 def _correlation_resolution(bath: Bath) -> float:
@@ -118,8 +108,8 @@ def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
                            tolerance: float = config.DEFAULT_TOLERANCE) -> TempoParameters:
     """Guess ``TempoParameters`` that reach about ``tolerance`` in the dynamics.
 
-    - memory cut: the time after which the neglected fraction of the
-      integrated |C(tau)| is below ``tolerance``;
+    - memory cut: the time after which |C(tau)| stays below ``tolerance``
+      times |C(0)|;
     - time step: the smaller of half the time over which |C(tau)| halves and
       sqrt(tolerance) / ||L_S|| (second-order Trotter error ~ (dt ||L_S||)^2),
       at most a hundredth of the simulated interval;

@@ -1,7 +1,10 @@
 """SVD truncation with the library's ``epsrel`` convention.
 
 Keep the smallest rank k such that the discarded singular values satisfy
-sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0 (s sorted descending).
+sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0 (s sorted descending). The cut never
+splits a multiplet of (nearly) equal singular values: the subspace it would
+keep is not defined there, and rounding (different LAPACKs, backends) would
+pick different ones.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from typing import Any
 import numpy as default_np
 
 from ..backends.numerical_backend import la, np
+
+# relative gap below which neighbouring singular values count as degenerate
+MULTIPLET_TOLERANCE = 1e-8
 
 
 def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) -> int:
@@ -22,6 +28,8 @@ def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) 
     below = default_np.nonzero(tail <= epsrel * s[0])[0]
     rank = int(below[0]) if below.size else s.size
     rank = max(rank, 1)
+    while rank < s.size and s[rank] >= s[rank - 1] * (1.0 - MULTIPLET_TOLERANCE):
+        rank += 1
     if max_rank is not None:
         rank = min(rank, max_rank)
     return rank
