@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as default_np
 
+from ._validation import square_matrix
+
 _SIGMA = {
     "id": [[1, 0], [0, 1]],
     "x": [[0, 1], [1, 0]],
@@ -35,15 +37,7 @@ _SPIN_DM = {
 
 def _as_matrix(operator, name: str) -> default_np.ndarray:
     """``operator`` as a square complex128 NumPy matrix, or a clear error."""
-    try:
-        matrix = default_np.asarray(operator, dtype=default_np.complex128)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{name} must be a square matrix of numbers; got {operator!r}") from error
-    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty square matrix; got shape {matrix.shape}")
-    if not default_np.all(default_np.isfinite(matrix)):
-        raise ValueError(f"{name} contains NaN or infinite entries")
-    return matrix
+    return square_matrix(operator, name)
 
 
 def _check_dimension(n, name: str = "n") -> int:
