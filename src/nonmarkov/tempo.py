@@ -93,6 +93,7 @@ class Tempo:
         self._step = 0
         self._max_bond_dimension = 1
         self._backend_cache: dict[str, Any] = {}
+        self._previous_second: default_np.ndarray | None = None
 
     @property
     def parameters(self) -> TempoParameters:
@@ -114,20 +115,19 @@ class Tempo:
         return (self._to_eigen @ first @ self._from_eigen,
                 self._to_eigen @ second @ self._from_eigen)
 
-    def _lag_arrays(self) -> tuple[Any, list[Any], Any, Any]:
-        """Backend arrays: own factor (m,), lag matrices, classes, class projector."""
+    def _backend_arrays(self) -> tuple[Any, Any, Any]:
+        """Own factor (m,), classes (d^2,) and class projector (d^2, m) on the backend."""
         if not self._backend_cache:
             influence = self._influence
-            window = self._parameters.dkmax
             self._backend_cache["own"] = to_backend(influence.own_factor())
             self._backend_cache["classes"] = np.asarray(influence.classes)
             self._backend_cache["projector"] = to_backend(influence.class_projector)
             self._backend_cache["lags"] = []
-            self._backend_cache["window"] = window
-        return (self._backend_cache["own"], self._backend_cache["lags"],
-                self._backend_cache["classes"], self._backend_cache["projector"])
+        cache = self._backend_cache
+        return cache["own"], cache["classes"], cache["projector"]
 
     def _lag(self, lag: int) -> Any:
+        """Lag matrix I_lag (m, m) on the backend, computed once."""
         lags = self._backend_cache["lags"]
         while len(lags) < lag:
             lags.append(to_backend(self._influence.lag_matrix(len(lags) + 1)))
@@ -135,7 +135,7 @@ class Tempo:
 
     def _advance(self) -> default_np.ndarray:
         """Do one step; return rho at the end of it, (d, d)."""
-        own, _, classes, projector = self._lag_arrays()
+        own, classes, projector = self._backend_arrays()
         step = self._step
         epsrel = self._parameters.epsrel
         first, second = self._eigen_propagators(step)
@@ -144,8 +144,7 @@ class Tempo:
             front = (own[classes] * vector).reshape(1, -1, 1)
             window = [front]
         else:
-            _, previous_second = self._eigen_propagators(step - 1)
-            between = to_backend(first @ previous_second)
+            between = to_backend(first @ self._previous_second)
             window = self._window
             dkmax = self._parameters.dkmax
             n = len(window)
@@ -154,6 +153,7 @@ class Tempo:
             theta = np.einsum("ba,ac,ar->bcr", between, projector, window[0][0])
             window, _ = advance_window(
                 window, theta, classes, lag_matrices, own, epsrel, oldest)
+        self._previous_second = second
         window[0], log_norm = normalise(window[0])
         self._log_scale += log_norm
         self._window = window
