@@ -7,8 +7,8 @@ point (site 0, left end) to the oldest. ``p`` runs over the m distinct
 One step of TEMPO or PT-TEMPO couples a new point to every site of the
 window: site j (lag j + 1) is multiplied by a lag matrix ``I_j[c, p]``, where
 c is the class of the new point, carried along the chain as an MPO bond of
-dimension m. Each step is two sweeps: ``sweep_left_to_right`` applies the couplings
-from the newest site to the oldest and leaves the chain left-orthonormal with
+dimension m. Each step is two sweeps: ``sweep_left_to_right`` applies the
+couplings from the newest site to the oldest and leaves the chain left-orthonormal with
 the norm in the oldest site; ``truncate_right_to_left`` then cuts every bond
 at its Schmidt values (the optimal truncation of the whole state) and leaves
 the sites right-orthonormal with the norm in the front.
@@ -140,6 +140,8 @@ def advance_window(window: list[Any], theta: Any, row_classes: Any, lag_matrices
     Returns the new window (right-orthonormal, norm in the front) and the
     finalised site or None.
     """
+    if oldest not in OLDEST_ACTIONS:
+        raise ValueError(f"oldest must be one of {list(OLDEST_ACTIONS)}; got {oldest!r}")
     new_window, finalized = sweep_left_to_right(
         theta, row_classes, lag_matrices, own_factor, window, epsrel, oldest, max_rank)
     return truncate_right_to_left(new_window, epsrel, max_rank), finalized
