@@ -88,6 +88,24 @@ class _ProcessTensorOnBackend:
         self.caps = future_caps(tensors, to_backend(weights))[:num_steps]
 
 
+class _PropagatorTransfer:
+    """Moves half-step propagators to the backend, once for a constant system.
+
+    ``System`` returns the same arrays at every step; they are transferred
+    once instead of twice per step.
+    """
+
+    def __init__(self):
+        self._host: tuple[Any, Any] | None = None
+        self._device: tuple[Any, Any] | None = None
+
+    def __call__(self, first: Any, second: Any) -> tuple[Any, Any]:
+        if self._host is None or first is not self._host[0] or second is not self._host[1]:
+            self._host = (first, second)
+            self._device = (to_backend(first), to_backend(second))
+        return self._device
+
+
 def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | None = None,
                      num_steps: int | None = None, start_time: float = 0.0,
                      process_tensor: Any = None, control: Control | None = None,
@@ -138,6 +156,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
     num_bonds = len(on_backend)
     d = system.dimension
 
+    on_device = _PropagatorTransfer()
     dynamics = Dynamics(name="dynamics")
     dynamics.add(start_time, rho0)
     state = to_backend(rho0.reshape((1,) * num_bonds + (d * d,)))
@@ -145,15 +164,15 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
         for step in range(num_steps):
             pre, post = (None, None) if control is None else control.get_controls(
                 step, dt, start_time)
-            first, second = propagators(step)
+            first, second = on_device(*propagators(step))
             if pre is not None:
                 state = apply_superoperator(state, to_backend(pre))
-            state = apply_superoperator(state, to_backend(first))
+            state = apply_superoperator(state, first)
             for axis, pt in enumerate(on_backend):
                 state = apply_superoperator(state, pt.transform_in)
                 state = apply_step_tensor(state, pt.tensors[step], pt.classes, axis)
                 state = apply_superoperator(state, pt.transform_out)
-            state = apply_superoperator(state, to_backend(second))
+            state = apply_superoperator(state, second)
             if post is not None:
                 state = apply_superoperator(state, to_backend(post))
             if record_all or step == num_steps - 1:

@@ -129,8 +129,8 @@ class PtTempo:
 
     def get_process_tensor(self, progress_type: str | None = None) -> SimpleProcessTensor:
         """The process tensor (computed first if needed)."""
-        self.compute(progress_type=progress_type)
-        assert self._process_tensor is not None
+        if self._process_tensor is None:
+            self.compute(progress_type=progress_type)
         return self._process_tensor
 
 

@@ -94,6 +94,7 @@ class Tempo:
         self._max_bond_dimension = 1
         self._backend_cache: dict[str, Any] = {}
         self._previous_second: default_np.ndarray | None = None
+        self._propagator_cache: tuple[Any, ...] | None = None
 
     @property
     def parameters(self) -> TempoParameters:
@@ -111,9 +112,18 @@ class Tempo:
         return self._max_bond_dimension
 
     def _eigen_propagators(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """Half-step propagators of ``step`` in the coupling eigenbasis.
+
+        A ``System`` returns the same arrays at every step; they are
+        transformed once.
+        """
         first, second = self._propagators(step)
-        return (self._to_eigen @ first @ self._from_eigen,
-                self._to_eigen @ second @ self._from_eigen)
+        cached = self._propagator_cache
+        if cached is None or first is not cached[0] or second is not cached[1]:
+            cached = (first, second, self._to_eigen @ first @ self._from_eigen,
+                      self._to_eigen @ second @ self._from_eigen)
+            self._propagator_cache = cached
+        return cached[2], cached[3]
 
     def _backend_arrays(self) -> tuple[Any, Any, Any]:
         """Own factor (m,), classes (d^2,) and class projector (d^2, m) on the backend."""

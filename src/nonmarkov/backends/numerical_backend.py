@@ -38,7 +38,6 @@ class _State:
 
 def _load_jax() -> tuple[ModuleType, ModuleType]:
     try:
-        jax = importlib.import_module("jax")
         jnp = importlib.import_module("jax.numpy")
         jla = importlib.import_module("jax.scipy.linalg")
     except ImportError as error:  # pragma: no cover - depends on the install
@@ -46,7 +45,6 @@ def _load_jax() -> tuple[ModuleType, ModuleType]:
             "the 'jax' backend was requested but JAX is not installed; "
             f"install it with: {config.JAX_INSTALL_HINT}"
         ) from error
-    del jax
     return jnp, jla
 
 
