@@ -63,25 +63,24 @@ def _weight_segments(delta: float, time_1: float, time_2: float | None,
     return [(time_1 - delta, time_1, 0.0, delta)]  # lower-triangle
 
 
-def _one_minus_cos_over_square(x: default_np.ndarray) -> default_np.ndarray:
-    """(1 - cos x) / x^2, accurate for small x."""
-    half = 0.5 * x
-    with default_np.errstate(divide="ignore", invalid="ignore"):
-        value = 2.0 * (default_np.sin(half) / default_np.where(x == 0, 1.0, x)) ** 2
-    return default_np.where(default_np.abs(x) < 1e-4, 0.5 - x**2 / 24.0, value)
+def _sinc(x: float) -> float:
+    """sin(x) / x for a float."""
+    return 1.0 - x * x / 6.0 if abs(x) < 1e-4 else math.sin(x) / x
 
 
-def _x_minus_sin_over_cube(x: default_np.ndarray) -> default_np.ndarray:
-    """(x - sin x) / x^3, accurate for small x."""
-    with default_np.errstate(divide="ignore", invalid="ignore"):
-        value = (x - default_np.sin(x)) / default_np.where(x == 0, 1.0, x) ** 3
-    series = 1.0 / 6.0 - x**2 / 120.0 + x**4 / 5040.0
-    return default_np.where(default_np.abs(x) < 1e-2, series, value)
+def _one_minus_cos_over_square(x: float) -> float:
+    """(1 - cos x) / x^2 for a float (the integrands call it per frequency)."""
+    if abs(x) < 1e-4:
+        return 0.5 - x * x / 24.0
+    return 2.0 * (math.sin(0.5 * x) / x) ** 2
 
 
-def _sinc(x: default_np.ndarray) -> default_np.ndarray:
-    """sin(x) / x."""
-    return default_np.sinc(x / default_np.pi)
+def _x_minus_sin_over_cube(x: float) -> float:
+    """(x - sin x) / x^3 for a float."""
+    if abs(x) < 1e-2:
+        x2 = x * x
+        return 1.0 / 6.0 - x2 / 120.0 + x2 * x2 / 5040.0
+    return (x - math.sin(x)) / x**3
 
 
 class BaseCorrelations:
@@ -264,6 +263,28 @@ class CustomSD(BaseCorrelations):
         values = default_np.where(omega_array > 0, values, 0.0)
         return values if values.ndim else float(values)
 
+    def _spectral_density_scalar(self, omega: float) -> float:
+        """J(w) for one float w: the quadratures call it per frequency."""
+        if omega <= 0.0:
+            return 0.0
+        x = omega / self.cutoff
+        if self.cutoff_type == "exponential":
+            cutoff = math.exp(-x)
+        elif self.cutoff_type == "gaussian":
+            cutoff = math.exp(-x * x)
+        else:
+            cutoff = 1.0 if x <= 1.0 else 0.0
+        return float(self._j_scalar(omega)) * cutoff
+
+    def _j_scalar(self, omega: float) -> float:
+        return float(self.j_function(omega))
+
+    def _coth_scalar(self, omega: float) -> float:
+        """coth(w / 2T) for one float w > 0; 1 at T = 0."""
+        if self.temperature == 0.0:
+            return 1.0
+        return 1.0 / math.tanh(max(omega / (2.0 * self.temperature), 1e-300))
+
     def _coth_factor(self, omega):
         """coth(w / 2T), 1 at T = 0."""
         if self.temperature == 0.0:
@@ -307,10 +328,10 @@ class CustomSD(BaseCorrelations):
         values = []
         for t in taus.reshape(-1):
             real = self._oscillating_integral(
-                lambda w: float(self.spectral_density(w) * self._coth_factor(w)),
+                lambda w: self._spectral_density_scalar(w) * self._coth_scalar(w),
                 lambda w: 0.0, float(t), epsrel, subdiv_limit)
             imag = -self._oscillating_integral(
-                lambda w: 0.0, lambda w: float(self.spectral_density(w)), float(t),
+                lambda w: 0.0, self._spectral_density_scalar, float(t),
                 epsrel, subdiv_limit)
             values.append(complex(real, imag))
         values = default_np.array(values, dtype=complex)
@@ -365,19 +386,18 @@ class CustomSD(BaseCorrelations):
             def g_imag(w):
                 return sign * w * delta**3 * _x_minus_sin_over_cube(w * delta)
 
-        def j_coth(w):
-            return float(self.spectral_density(w) * self._coth_factor(w))
+        j = self._spectral_density_scalar
 
-        def j(w):
-            return float(self.spectral_density(w))
+        def j_coth(w):
+            return j(w) * self._coth_scalar(w)
 
         # Re C part: coth * Re(e^{iwc} g) = coth (cos g_r - sin g_i)
         real = self._oscillating_integral(
-            lambda w: j_coth(w) * float(g_real(w)), lambda w: -j_coth(w) * float(g_imag(w)),
+            lambda w: j_coth(w) * g_real(w), lambda w: -j_coth(w) * g_imag(w),
             centre, epsrel, subdiv_limit)
         # Im C part: -Im(e^{iwc} g) = -(sin g_r + cos g_i)
         imag = -self._oscillating_integral(
-            lambda w: j(w) * float(g_imag(w)), lambda w: j(w) * float(g_real(w)),
+            lambda w: j(w) * g_imag(w), lambda w: j(w) * g_real(w),
             centre, epsrel, subdiv_limit)
         return complex(real, imag)
 
@@ -438,6 +458,9 @@ class PowerLawSD(CustomSD):
             return 2.0 * alpha * default_np.power(omega, zeta) * wc ** (1.0 - zeta)
 
         super().__init__(j_function, cutoff, cutoff_type, temperature, name, description)
+
+    def _j_scalar(self, omega: float) -> float:
+        return 2.0 * self.alpha * omega**self.zeta * self.cutoff ** (1.0 - self.zeta)
 
     def __str__(self) -> str:
         return (f"PowerLawSD(alpha={self.alpha}, zeta={self.zeta}, cutoff={self.cutoff}, "
