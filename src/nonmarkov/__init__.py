@@ -23,6 +23,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.1.0"
 from .control import Control as Control
 from .dynamics import compute_dynamics as compute_dynamics
+from .io import FileProcessTensor as FileProcessTensor
+from .io import import_process_tensor as import_process_tensor
 from .parameters import TempoParameters as TempoParameters
 from .parameters import guess_tempo_parameters as guess_tempo_parameters
 from .process_tensor import SimpleProcessTensor as SimpleProcessTensor

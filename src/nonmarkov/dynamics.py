@@ -9,6 +9,13 @@ makes independent of the future (exactly so for the untruncated one).
 
 Several process tensors (independent baths) are applied one after another at
 each step.
+
+Step tensors reach the backend one step at a time: the caps are computed in
+one backward pass over the process tensor that keeps only the cap vectors
+(and, up to a fixed budget, the earliest step tensors), and the forward pass
+fetches each step tensor when it needs it, so a process tensor read from a
+file never has to fit in memory. A :class:`SimpleProcessTensor`, already in
+memory, is moved to the backend whole instead (one transfer per tensor).
 """
 
 from __future__ import annotations
@@ -24,13 +31,16 @@ from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .control import Control
-from .process_tensor import BaseProcessTensor, TrivialProcessTensor
+from .process_tensor import BaseProcessTensor, SimpleProcessTensor, TrivialProcessTensor
 from .progress import Progress, check_progress_type
 from .results import Dynamics
 from .system import BaseSystem
-from .tn.chain import apply_step_tensor, apply_superoperator, close_bonds, future_caps
+from .tn.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds, future_caps
 
 _DT_TOLERANCE = 1e-10
+# step tensors of a streamed process tensor kept on the host between the
+# backward (caps) and the forward pass, so that a small one is read only once
+_STREAM_CACHE_BYTES = 64 * 2**20
 
 
 def _as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
@@ -68,24 +78,67 @@ def _resolve_grid(process_tensors: list[BaseProcessTensor], dt: float | None,
     return dt, num_steps
 
 
-class _ProcessTensorOnBackend:
-    """A process tensor's steps, transforms and caps as backend arrays."""
+def _future_weights(classes: default_np.ndarray, d: int) -> Any:
+    """Class weights (m,) of the trace-and-reprepare future: 1/d on each (a, a)."""
+    weights = default_np.zeros(int(classes.max()) + 1)
+    for a in range(d):
+        weights[classes[a * d + a]] += 1.0 / d
+    return to_backend(weights)
 
-    def __init__(self, pt: BaseProcessTensor, num_steps: int):
-        d = pt.dimension
+
+class _ProcessTensorOnBackend:
+    """A process tensor's transforms and caps on the backend, step tensors on request.
+
+    ``caps[k]`` closes the bond after step k (for the steps that are read
+    out). A :class:`SimpleProcessTensor` is moved to the backend whole, once;
+    any other process tensor is read step by step, backward for the caps and
+    forward for the dynamics, never held whole: the earliest steps read by
+    the backward pass (up to ``_STREAM_CACHE_BYTES``) are kept for the forward
+    pass, the others are read again.
+    """
+
+    def __init__(self, pt: BaseProcessTensor, num_steps: int, record_all: bool):
+        self._pt = pt
         self.transform_in = to_backend(pt.transform_in)
         self.transform_out = to_backend(pt.transform_out)
-        tensors, classes = [], None
-        for step in range(len(pt)):
-            tensor, classes = pt.get_step_tensor(step)
-            tensors.append(to_backend(tensor))
-        self.tensors = tensors[:num_steps]
+        self._tensors: list[Any] | None = None
+        self._cache: dict[int, default_np.ndarray] = {}
+        self.caps: dict[int, Any] = {}
+        self.classes = None
+        length = len(pt)
+        if num_steps == 0 or length == 0:
+            return
+        last, classes = pt.get_step_tensor(length - 1)
         self.classes = np.asarray(classes)
-        # trace-and-reprepare future: weight 1/d on each diagonal index (a, a)
-        weights = default_np.zeros(int(classes.max()) + 1)
-        for a in range(d):
-            weights[classes[a * d + a]] += 1.0 / d
-        self.caps = future_caps(tensors, to_backend(weights))[:num_steps]
+        weights = _future_weights(default_np.asarray(classes), pt.dimension)
+        if isinstance(pt, SimpleProcessTensor):
+            tensors = [to_backend(pt.get_step_tensor(step)[0]) for step in range(length)]
+            self._tensors = tensors[:num_steps]
+            self.caps = dict(enumerate(future_caps(tensors, weights)[:num_steps]))
+            return
+        lowest = 0 if record_all else num_steps - 1
+        cap = np.ones((last.shape[1],), dtype=np.dtype_complex)
+        cached_bytes = 0
+        for step in range(length - 1, lowest - 1, -1):
+            if step < num_steps and (record_all or step == lowest):
+                self.caps[step] = cap
+            if step > lowest:
+                tensor = last if step == length - 1 else pt.get_step_tensor(step)[0]
+                cap = cap_before(to_backend(tensor), weights, cap)
+                if step < num_steps:  # keep the earliest steps (dict order: descending)
+                    self._cache[step] = tensor
+                    cached_bytes += tensor.nbytes
+                    while cached_bytes > _STREAM_CACHE_BYTES and self._cache:
+                        cached_bytes -= self._cache.pop(next(iter(self._cache))).nbytes
+
+    def tensor(self, step: int) -> Any:
+        """Step tensor T[b, b', c] of ``step`` on the backend."""
+        if self._tensors is not None:
+            return self._tensors[step]
+        tensor = self._cache.pop(step, None)
+        if tensor is None:
+            tensor = self._pt.get_step_tensor(step)[0]
+        return to_backend(tensor)
 
 
 class _PropagatorTransfer:
@@ -152,7 +205,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
                              f"has dimension {system.dimension}")
     dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
-    on_backend = [_ProcessTensorOnBackend(pt, num_steps) for pt in process_tensors]
+    on_backend = [_ProcessTensorOnBackend(pt, num_steps, record_all) for pt in process_tensors]
     num_bonds = len(on_backend)
     d = system.dimension
 
@@ -170,7 +223,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
             state = apply_superoperator(state, first)
             for axis, pt in enumerate(on_backend):
                 state = apply_superoperator(state, pt.transform_in)
-                state = apply_step_tensor(state, pt.tensors[step], pt.classes, axis)
+                state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
                 state = apply_superoperator(state, pt.transform_out)
             state = apply_superoperator(state, second)
             if post is not None:

@@ -13,7 +13,10 @@ eta_j (j >= 1) the integral over the square of the steps k and k'.
 
 The factors depend on alpha only through the pair (s+, s-); the m distinct
 pairs are the "classes" of the tensor-network kernels (m = d^2 unless
-``unique=True`` merges degenerate pairs).
+``unique=True`` merges degenerate pairs). As a function of the newer point,
+I_j depends only on the difference s+_k - s-_k: the r distinct differences
+("rows", r <= d(d - 1) + 1 < m) are all the kernels need to carry from the
+new point to the older ones.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class DiscretisedInfluence:
         self.s_minus = s_minus
         self.classes = classes.astype(int)
         self.num_classes = len(s_plus)
+        self.carrier_rows, self.row_differences = _distinct_differences(s_plus - s_minus)
+        self.num_rows = len(self.row_differences)
         self._eta: dict[int, complex] = {}
 
     @property
@@ -98,6 +103,14 @@ class DiscretisedInfluence:
         total = self.s_plus + self.s_minus
         return default_np.exp(-default_np.outer(diff, eta.real * diff + 1j * eta.imag * total))
 
+    def lag_matrix_rows(self, lag: int) -> default_np.ndarray:
+        """The distinct rows of I_lag: shape (r, m), row ``carrier_rows[c]`` is I_lag[c, :]."""
+        eta = self.eta(lag)
+        diff = self.s_plus - self.s_minus
+        total = self.s_plus + self.s_minus
+        return default_np.exp(-default_np.outer(self.row_differences,
+                                                eta.real * diff + 1j * eta.imag * total))
+
     def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).
 
@@ -107,3 +120,24 @@ class DiscretisedInfluence:
         to_eigen = default_np.kron(unitary.conj().T, unitary.T)
         from_eigen = default_np.kron(unitary, unitary.conj())
         return to_eigen, from_eigen
+
+
+def _distinct_differences(differences: default_np.ndarray,
+                          tolerance: float = 1e-12) -> tuple[default_np.ndarray,
+                                                             default_np.ndarray]:
+    """Group equal values of s+ - s- (within ``tolerance`` times the largest).
+
+    Returns the group of each class (m,) and one value per group (r,).
+    """
+    scale = max(float(default_np.max(default_np.abs(differences), initial=0.0)), 1.0)
+    rows = default_np.zeros(len(differences), dtype=int)
+    values: list[float] = []
+    for c, value in enumerate(differences):
+        for r, known in enumerate(values):
+            if abs(value - known) <= tolerance * scale:
+                rows[c] = r
+                break
+        else:
+            rows[c] = len(values)
+            values.append(float(value))
+    return rows, default_np.array(values)

@@ -21,8 +21,16 @@ def atomic_path(filename: str) -> Iterator[str]:
     os.close(handle)
     try:
         yield temporary
+        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes it owner-only
         os.replace(temporary, filename)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
         raise
+
+
+def _current_umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

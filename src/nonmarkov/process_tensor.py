@@ -9,6 +9,9 @@ suffices; ``get_mpo_tensor`` expands it to the four-leg form
 
 ``transform_in`` maps a vectorised state into the PT's basis
 (vec(rho) -> vec(V^dag rho V)), ``transform_out`` maps back.
+
+Process tensors are written to HDF5 files with ``export`` and read back with
+:func:`nonmarkov.import_process_tensor` (see :mod:`nonmarkov.io`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ from . import _validation as check
 
 
 class BaseProcessTensor:
-    """Common interface of process tensors."""
+    """Common interface of process tensors.
+
+    ``metadata`` is a JSON-serialisable dict describing how the process
+    tensor was made (bath, parameters); it is stored in exported files.
+    """
 
     def __init__(self, hilbert_space_dimension: int, dt: float | None,
                  transform_in: Any = None, transform_out: Any = None,
-                 name: str | None = None, description: str | None = None):
+                 name: str | None = None, description: str | None = None,
+                 metadata: dict | None = None):
         self._dimension = check.positive_integer(hilbert_space_dimension,
                                                  "hilbert_space_dimension")
         self._dt = None if dt is None else check.positive_number(dt, "dt")
@@ -34,6 +42,9 @@ class BaseProcessTensor:
         self._transform_out = self._check_transform(transform_out, "transform_out", d2)
         self.name = "Unnamed ProcessTensor" if name is None else str(name)
         self.description = "" if description is None else str(description)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict; got {type(metadata).__name__}")
+        self.metadata: dict = {} if metadata is None else dict(metadata)
 
     @staticmethod
     def _check_transform(value: Any, name: str, d2: int) -> default_np.ndarray | None:
@@ -90,6 +101,17 @@ class BaseProcessTensor:
         full[:, :, index, index] = tensor[:, :, classes]
         return full
 
+    def export(self, filename: str, overwrite: bool = False) -> None:
+        """Write the process tensor to the HDF5 file ``filename``.
+
+        The file appears only when complete (written under a temporary name,
+        then renamed). ``overwrite=False`` refuses to replace an existing
+        file. Read it back with :func:`nonmarkov.import_process_tensor`.
+        """
+        from .io.process_tensor_file import write_process_tensor
+
+        write_process_tensor(self, filename, overwrite=overwrite)
+
 
 class TrivialProcessTensor(BaseProcessTensor):
     """The process tensor of no bath: every step is the identity, any length."""
@@ -121,13 +143,14 @@ class SimpleProcessTensor(BaseProcessTensor):
     transform_in, transform_out : (d^2, d^2) basis maps (None: identity).
     classes : (d^2,) class of each Liouville index (None: identity, m = d^2).
     name, description : optional text.
+    metadata : optional JSON-serialisable dict (stored by ``export``).
     """
 
     def __init__(self, hilbert_space_dimension: int, dt: float, transform_in: Any = None,
                  transform_out: Any = None, classes: Any = None, name: str | None = None,
-                 description: str | None = None):
+                 description: str | None = None, metadata: dict | None = None):
         super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
-                         description)
+                         description, metadata)
         d2 = self._dimension**2
         if classes is None:
             classes = default_np.arange(d2)

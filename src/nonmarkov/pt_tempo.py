@@ -5,13 +5,24 @@ being traced out, a point whose memory has ended is split off as the process
 tensor's step tensor (Joergensen & Pollock, PRL 123, 240602 (2019); Fux et
 al., PRL 126, 200401 (2021)). Finalised tensors are right-orthonormal, so
 every truncation is measured against an orthonormal environment on the side
-of the past; the running norm is kept as a logarithm and spread evenly over
-the step tensors at the end.
+of the past.
+
+The running norm is kept as a logarithm L. Each step tensor receives a share
+of it when it is finalised (so that it can be written to a file at once and
+never rewritten): tensor j, finalised after s normalisations, gets
+L_s (j + 1) / s minus what earlier tensors got, i.e. about the mean log-norm
+per step; the tensors still in the window at the end share the rest evenly.
+The shares add up to L, so the process tensor is exact whatever the split.
+With ``process_tensor_file`` the step tensors are streamed to an HDF5 file as
+they are finalised, and the whole process tensor is never held in memory.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
+import uuid
 from typing import Any
 
 import numpy as default_np
@@ -22,8 +33,9 @@ from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .bath import Bath
 from .influence import DiscretisedInfluence
+from .io.process_tensor_file import FileProcessTensor
 from .parameters import TempoParameters
-from .process_tensor import SimpleProcessTensor
+from .process_tensor import BaseProcessTensor, SimpleProcessTensor
 from .progress import Progress, check_progress_type
 from .tempo import check_parameters
 from .tn.window import advance_window, normalise
@@ -38,11 +50,20 @@ class PtTempo:
     start_time, end_time : the PT covers round((end - start) / dt) steps.
     parameters : TempoParameters.
     unique : merge Liouville indices with equal coupling eigenvalue pairs.
+    process_tensor_file : None/False (keep the process tensor in memory), a
+        filename, or True (an automatic name ``pt_<random>.hdf5`` in the
+        temporary directory): stream the step tensors to that HDF5 file while
+        they are computed; ``get_process_tensor`` then returns a
+        :class:`~nonmarkov.FileProcessTensor`. The file appears only when the
+        computation is complete.
+    overwrite : allow ``process_tensor_file`` to replace an existing file.
     name, description : optional text.
     """
 
     def __init__(self, bath: Bath, start_time: float, end_time: float,
                  parameters: TempoParameters, unique: bool = False,
+                 process_tensor_file: str | os.PathLike | bool | None = None,
+                 overwrite: bool = False,
                  name: str | None = None, description: str | None = None):
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
@@ -55,6 +76,10 @@ class PtTempo:
         self.unique = bool(unique)
         self.name = "Unnamed PtTempo" if name is None else str(name)
         self.description = "" if description is None else str(description)
+        if not isinstance(overwrite, bool):
+            raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
+        self._overwrite = overwrite
+        self._file = _resolve_process_tensor_file(process_tensor_file, overwrite)
         self._num_steps = int(round((self._end_time - self._start_time) / parameters.dt))
         if self._num_steps < 1:
             raise ValueError(f"end_time - start_time ({self._end_time - self._start_time}) is "
@@ -63,8 +88,45 @@ class PtTempo:
             bath, parameters.dt, unique=unique,
             add_correlation_time=parameters.add_correlation_time,
             last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
-        self._process_tensor: SimpleProcessTensor | None = None
+        self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
+
+    @property
+    def process_tensor_file(self) -> str | None:
+        """Filename the process tensor is streamed to, or None (in memory)."""
+        return self._file
+
+    @property
+    def metadata(self) -> dict:
+        """JSON-serialisable description of the bath and parameters (stored in files)."""
+        parameters = self._parameters
+        correlations = self.bath.correlations
+        described = {"type": type(correlations).__name__, "text": str(correlations),
+                     "name": correlations.name}
+        for key in ("alpha", "zeta", "cutoff", "cutoff_type", "temperature"):
+            value = getattr(correlations, key, None)
+            if isinstance(value, (int, float, str)):
+                described[key] = value
+        coupling = self.bath.coupling_operator
+        return {
+            "created_by": "PtTempo",
+            "start_time": self._start_time,
+            "end_time": self._end_time,
+            "num_steps": self._num_steps,
+            "unique": self.unique,
+            "parameters": {
+                "dt": parameters.dt, "epsrel": parameters.epsrel, "dkmax": parameters.dkmax,
+                "tcut": parameters.tcut,
+                "add_correlation_time": parameters.add_correlation_time,
+                "subdiv_limit": parameters.subdiv_limit,
+                "liouvillian_epsrel": parameters.liouvillian_epsrel,
+                "name": parameters.name, "description": parameters.description},
+            "bath": {
+                "name": self.bath.name, "description": self.bath.description,
+                "coupling_operator_real": coupling.real.tolist(),
+                "coupling_operator_imag": coupling.imag.tolist(),
+                "correlations": described},
+        }
 
     @property
     def num_steps(self) -> int:
@@ -81,14 +143,35 @@ class PtTempo:
         progress_type = check_progress_type(progress_type)
         if self._process_tensor is not None:
             return
+        sink = _StepSink(self._open_target())
+        try:
+            self._run(sink, progress_type)
+        except BaseException:
+            sink.abort()
+            raise
+        self._process_tensor = sink.close()
+
+    def _open_target(self) -> SimpleProcessTensor | FileProcessTensor:
+        """An empty process tensor (in memory, or a file being written) for the steps."""
+        influence = self._influence
+        to_eigen, from_eigen = influence.liouville_transforms()
+        arguments = (self.bath.dimension, self._parameters.dt, to_eigen, from_eigen,
+                     influence.classes, self.name, self.description, self.metadata)
+        if self._file is None:
+            return SimpleProcessTensor(*arguments)
+        mode = "overwrite" if self._overwrite else "write"
+        return FileProcessTensor(self._file, mode, *arguments)
+
+    def _run(self, sink: _StepSink, progress_type: str) -> None:
+        """The PT-TEMPO loop; hands every finalised site to ``sink``."""
         influence = self._influence
         m = influence.num_classes
         dkmax = self._parameters.dkmax
         epsrel = self._parameters.epsrel
         own = to_backend(influence.own_factor())
         class_index = np.arange(m)
+        carrier_rows = np.asarray(influence.carrier_rows)
         lags: list[Any] = []
-        finalized: list[Any] = []
         window: list[Any] = []
         log_scale = 0.0
         with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
@@ -98,56 +181,114 @@ class PtTempo:
                 else:
                     n = len(window)
                     while len(lags) < n:
-                        lags.append(to_backend(influence.lag_matrix(len(lags) + 1)))
+                        lags.append(to_backend(influence.lag_matrix_rows(len(lags) + 1)))
                     oldest = "finalize" if dkmax is not None and n >= dkmax else "keep"
                     theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
                     window, done = advance_window(
-                        window, theta, class_index, lags, own, epsrel, oldest)
+                        window, theta, class_index, lags, own, epsrel, oldest,
+                        carrier_rows=carrier_rows)
                     if done is not None:
-                        finalized.append(done)
+                        sink.add(done, log_scale, step)
                 window[0], log_norm = normalise(window[0])
                 log_scale += log_norm
                 bond = max([site.shape[2] for site in window] + [1])
                 self._max_bond_dimension = max(self._max_bond_dimension, bond)
                 progress.set_postfix(bond=self._max_bond_dimension)
                 progress.update()
-        self._process_tensor = self._assemble(finalized + list(reversed(window)), log_scale)
+        sink.finish(list(reversed(window)), log_scale)
 
-    def _assemble(self, sites: list[Any], log_scale: float) -> SimpleProcessTensor:
-        """Turn window sites M[l, c, r] (oldest first) into step tensors T[r, l, c]."""
-        influence = self._influence
-        to_eigen, from_eigen = influence.liouville_transforms()
-        pt = SimpleProcessTensor(
-            self.bath.dimension, self._parameters.dt, transform_in=to_eigen,
-            transform_out=from_eigen, classes=influence.classes, name=self.name,
-            description=self.description)
-        factor = math.exp(log_scale / len(sites))
-        for step, site in enumerate(sites):
-            tensor = default_np.transpose(np.to_host(site), (2, 0, 1)) * factor
-            pt.set(step, tensor)
-        return pt
+    def get_process_tensor(self, progress_type: str | None = None) -> BaseProcessTensor:
+        """The process tensor (computed first if needed).
 
-    def get_process_tensor(self, progress_type: str | None = None) -> SimpleProcessTensor:
-        """The process tensor (computed first if needed)."""
+        A :class:`~nonmarkov.SimpleProcessTensor`, or a
+        :class:`~nonmarkov.FileProcessTensor` open for reading if
+        ``process_tensor_file`` was given.
+        """
         if self._process_tensor is None:
             self.compute(progress_type=progress_type)
         return self._process_tensor
 
 
+class _StepSink:
+    """Scales finalised window sites and appends them as step tensors to ``target``.
+
+    Site M[l, c, r] (l towards newer points) becomes T[r, l, c] times
+    exp(share), with the shares of the running log-norm described in the
+    module docstring.
+    """
+
+    def __init__(self, target: SimpleProcessTensor | FileProcessTensor):
+        self.target = target
+        self.assigned = 0.0
+
+    def _write(self, site: Any, share: float) -> None:
+        tensor = default_np.transpose(np.to_host(site), (2, 0, 1)) * math.exp(share)
+        self.target.set(len(self.target), tensor)
+        self.assigned += share
+
+    def add(self, site: Any, log_scale: float, num_normalised: int) -> None:
+        """A site finalised after ``num_normalised`` normalisations summing to ``log_scale``."""
+        share = log_scale * (len(self.target) + 1) / num_normalised - self.assigned
+        self._write(site, share)
+
+    def finish(self, sites: list[Any], log_scale: float) -> None:
+        """The sites left in the window (oldest first) share the rest of ``log_scale``."""
+        share = (log_scale - self.assigned) / len(sites)
+        for site in sites:
+            self._write(site, share)
+
+    def close(self) -> BaseProcessTensor:
+        """The finished process tensor (a file is completed and reopened for reading)."""
+        if isinstance(self.target, FileProcessTensor):
+            self.target.close()
+            return FileProcessTensor(self.target.filename, "read")
+        return self.target
+
+    def abort(self) -> None:
+        """Discard a file being written (nothing appears under its name)."""
+        if isinstance(self.target, FileProcessTensor):
+            self.target.abort()
+
+
+def _resolve_process_tensor_file(process_tensor_file: Any, overwrite: bool) -> str | None:
+    """None, or the checked target filename (True: an automatic name)."""
+    if process_tensor_file is None or process_tensor_file is False:
+        return None
+    if process_tensor_file is True:
+        return os.path.join(tempfile.gettempdir(), f"pt_{uuid.uuid4().hex[:12]}.hdf5")
+    if not isinstance(process_tensor_file, (str, os.PathLike)) or not os.fspath(
+            process_tensor_file):
+        raise TypeError(f"process_tensor_file must be None, True or a filename; got "
+                        f"{process_tensor_file!r}")
+    filename = os.fspath(process_tensor_file)
+    directory = os.path.dirname(os.path.abspath(filename))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"process_tensor_file {filename!r}: directory {directory!r} "
+                                f"does not exist")
+    if os.path.exists(filename) and not overwrite:
+        raise FileExistsError(f"process_tensor_file {filename!r} exists; pass overwrite=True "
+                              f"to replace it")
+    return filename
+
+
 def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
                      parameters: TempoParameters | None = None,
                      tolerance: float | None = None, unique: bool = False,
+                     process_tensor_file: str | os.PathLike | bool | None = None,
+                     overwrite: bool = False,
                      progress_type: str | None = None, name: str | None = None,
-                     description: str | None = None) -> SimpleProcessTensor:
+                     description: str | None = None) -> BaseProcessTensor:
     """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
 
     If ``parameters`` is None they are guessed (``tolerance`` as given).
+    ``process_tensor_file`` and ``overwrite`` as for :class:`PtTempo`.
     """
     from .parameters import guess_tempo_parameters
 
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, **kwargs)
-    pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique, name=name,
-                       description=description)
+    pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique,
+                       process_tensor_file=process_tensor_file, overwrite=overwrite,
+                       name=name, description=description)
     return pt_tempo.get_process_tensor(progress_type=progress_type)

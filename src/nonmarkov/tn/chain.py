@@ -29,6 +29,11 @@ def apply_step_tensor(state: Any, tensor: Any, classes: Any, axis: int) -> Any:
     return np.moveaxis(result, -2, axis)
 
 
+def cap_before(tensor: Any, weights: Any, cap: Any) -> Any:
+    """The cap before a step: T[b, b', c] weighted by ``weights[c]``, closed by ``cap[b']``."""
+    return np.einsum("bcp,p,c->b", tensor, weights, cap)
+
+
 def future_caps(tensors: list[Any], weights: Any) -> list[Any]:
     """Vectors that close the bond after each step with a weighted future.
 
@@ -39,7 +44,7 @@ def future_caps(tensors: list[Any], weights: Any) -> list[Any]:
     cap = np.ones((tensors[-1].shape[1],), dtype=tensors[-1].dtype)
     caps[-1] = cap
     for k in range(len(tensors) - 1, 0, -1):
-        cap = np.einsum("bcp,p,c->b", tensors[k], weights, cap)
+        cap = cap_before(tensors[k], weights, cap)
         caps[k - 1] = cap
     return caps
 

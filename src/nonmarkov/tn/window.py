@@ -65,7 +65,8 @@ def _couple(site: Any, lag: Any) -> Any:
 
 def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], own_factor: Any,
                         sites: list[Any], epsrel: float, oldest: str,
-                        max_rank: int | None = None) -> tuple[list[Any], Any]:
+                        max_rank: int | None = None,
+                        carrier_rows: Any = None) -> tuple[list[Any], Any]:
     """Couple the new point to the window and orthonormalise, newest site first.
 
     Every bond is orthonormalised with a QR decomposition (no truncation),
@@ -76,11 +77,15 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
     ----------
     theta : (x, p, r) site 0 seen from the new point's index x.
     row_classes : (x,) class of each x.
-    lag_matrices : ``I_j[c, p]`` (m, m) for the sites j = 0..n-1.
+    lag_matrices : ``I_j[c, p]`` (r, m) for the sites j = 0..n-1: row c is a
+        value of the carrier (by default the class of x, r = m).
     own_factor : (m,) the new point's coupling to itself.
     sites : the window ``M_j[l, p, r]``, j = 0..n-1 (site 0 enters through
         ``theta``).
     oldest : ``'keep'``, ``'trace'`` or ``'finalize'`` for site n-1.
+    carrier_rows : (x,) row of the lag matrices for each x, or None for
+        ``row_classes``. Classes whose rows are equal in every lag matrix can
+        share one carrier value, which makes the carrier bond r < m.
 
     Returns
     -------
@@ -89,12 +94,13 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
     finalized : the split-off oldest site (k, p, r), right-orthonormal, or None.
     """
     n = len(sites)
+    carrier_rows = row_classes if carrier_rows is None else carrier_rows
     num_classes = lag_matrices[0].shape[0]
-    lag_rows = lag_matrices[0][row_classes, :] * own_factor[row_classes][:, None]  # (x, p)
+    lag_rows = lag_matrices[0][carrier_rows, :] * own_factor[row_classes][:, None]  # (x, p)
     coupled = theta * lag_rows[:, :, None]  # (x, p, r)
     dim_x, dim_p, chi_r = theta.shape
-    if n > 1:  # open the carrier bond c (= class of x) towards the older sites
-        carrier = row_classes[:, None] == np.arange(num_classes)[None, :]
+    if n > 1:  # open the carrier bond c (= row of x) towards the older sites
+        carrier = carrier_rows[:, None] == np.arange(num_classes)[None, :]
         coupled = coupled[:, :, :, None] * carrier[:, None, None, :].astype(theta.dtype)
     q, carry = np.linalg.qr(coupled.reshape(dim_x, -1))
     window = [q.reshape(1, dim_x, -1)]
@@ -131,19 +137,21 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
 
 def advance_window(window: list[Any], theta: Any, row_classes: Any, lag_matrices: list[Any],
                    own_factor: Any, epsrel: float, oldest: str,
-                   max_rank: int | None = None) -> tuple[list[Any], Any]:
+                   max_rank: int | None = None,
+                   carrier_rows: Any = None) -> tuple[list[Any], Any]:
     """One step of the window: couple a new point, truncate, handle the oldest.
 
     A left-to-right pass applies the couplings and orthonormalises (QR; the
     bond to a finalised site is cut with ``epsrel``),
     then a right-to-left pass truncates every bond at its Schmidt values.
     Returns the new window (right-orthonormal, norm in the front) and the
-    finalised site or None.
+    finalised site or None. Arguments as for :func:`sweep_left_to_right`.
     """
     if oldest not in OLDEST_ACTIONS:
         raise ValueError(f"oldest must be one of {list(OLDEST_ACTIONS)}; got {oldest!r}")
     new_window, finalized = sweep_left_to_right(
-        theta, row_classes, lag_matrices, own_factor, window, epsrel, oldest, max_rank)
+        theta, row_classes, lag_matrices, own_factor, window, epsrel, oldest, max_rank,
+        carrier_rows)
     return truncate_right_to_left(new_window, epsrel, max_rank), finalized
 
 
