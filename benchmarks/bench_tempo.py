@@ -14,10 +14,16 @@ so the table reports ratios of times measured in the same invocation.
 
     python benchmarks/bench_tempo.py [--problems B1 B2] [--json out.json]
         [--oqupy-python PATH | --no-oqupy] [--reference] [--threads N]
+        [--epsrel-scan E1 E2 ...] [--reference-cache DIR]
 
 ``--reference`` also computes a converged reference (nonmarkov TEMPO with
 epsrel 1e-7 on the same time grid and memory cut, for B2 too) and reports each
-curve's error against it (columns "err nm" and "err oq").
+curve's error against it (columns "err nm" and "err oq"). ``--reference-cache``
+keeps it in DIR/<problem>_reference.json and reuses it.
+
+``--epsrel-scan`` adds nonmarkov runs at other epsrel values. With a reference
+and OQuPy, the table ends with the accuracy-matched comparison: OQuPy's time
+against the fastest nonmarkov run whose error is at most OQuPy's.
 """
 
 from __future__ import annotations
@@ -50,14 +56,18 @@ def _model():
     return nm, system, bath, nm.operators.spin_dm("up")
 
 
-def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = False) -> dict:
+def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = False,
+                  end_time: float | None = None) -> dict:
     """Run one problem with nonmarkov in this process; return the record.
 
-    ``reference=True`` runs TEMPO (also for B2) on the problem's time grid.
+    ``reference=True`` runs TEMPO (also for B2) on the problem's time grid;
+    ``end_time`` overrides B1's end time.
     """
     start = time.perf_counter()
     nm, system, bath, rho0 = _model()
-    spec = PROBLEMS[problem]
+    spec = dict(PROBLEMS[problem])
+    if end_time is not None:
+        spec["end_time"] = end_time
     epsrel = spec["epsrel"] if epsrel is None else epsrel
     record: dict = {"problem": problem, "code": "nonmarkov", "epsrel": epsrel,
                     "backend": nm.backends.get_backend(), "import_s": time.perf_counter() - start}
@@ -122,13 +132,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="also compute a converged reference (epsrel 1e-7)")
     parser.add_argument("--threads", type=int, default=None,
                         help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+    parser.add_argument("--epsrel-scan", type=float, nargs="+", default=[],
+                        help="extra nonmarkov runs at these epsrel values")
+    parser.add_argument("--reference-cache", default=None,
+                        help="directory to keep and reuse the converged references")
+    parser.add_argument("--epsrel", type=float, default=None,
+                        help="override the problems' epsrel (both codes)")
+    parser.add_argument("--end-time", type=float, default=None,
+                        help="override B1's end time (both codes)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-epsrel", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-reference", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:  # a single nonmarkov run in its own process
         record = run_nonmarkov(args.worker, args.worker_epsrel,
-                               reference=args.worker_epsrel is not None)
+                               reference=args.worker_reference, end_time=args.end_time)
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
@@ -142,13 +161,21 @@ def main(argv: list[str] | None = None) -> int:
     for problem in args.problems:
         entry: dict = {}
         me = [sys.executable, os.path.abspath(__file__), "--worker", problem]
-        entry["nonmarkov"] = _subprocess_json(me, env)
+        overrides = [] if args.end_time is None else ["--end-time", repr(args.end_time)]
+        me += overrides
+        first = me if args.epsrel is None else me + ["--worker-epsrel", repr(args.epsrel)]
+        entry["nonmarkov"] = _subprocess_json(first, env)
         if oqupy_python:
+            if args.epsrel is not None:
+                overrides += ["--epsrel", repr(args.epsrel)]
             entry["oqupy"] = _subprocess_json(
                 [oqupy_python, os.path.join(HERE, "oqupy_reference.py"), "--problem", problem,
-                 "--no-tracemalloc"], env)
+                 "--no-tracemalloc"] + overrides, env)
+        entry["scan"] = [_subprocess_json(me + ["--worker-epsrel", repr(eps)], env)
+                         for eps in args.epsrel_scan]
         if args.reference:
-            entry["reference"] = _subprocess_json(me + ["--worker-epsrel", "1e-7"], env)
+            key = problem if args.end_time is None else f"{problem}_t{args.end_time:g}"
+            entry["reference"] = _reference(key, me, env, args.reference_cache)
         records[problem] = entry
 
     print(f"\n{'problem':8} {'phase':10} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
@@ -175,10 +202,55 @@ def main(argv: list[str] | None = None) -> int:
             other_text = f"{other:10.2f}" if other else "         -"
             print(f"{problem:8} {phase:10} {seconds:12.2f} {other_text} {ratio} {bonds:>11} "
                   f"{memory:>17} {deviation} {err_nm} {err_oq}")
+    _print_scan(records)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(records, handle)
     return 0
+
+
+def _reference(key: str, command: list[str], env: dict, cache: str | None) -> dict:
+    """The converged reference (``key`` names the problem), from the cache if it is there."""
+    path = os.path.join(cache, f"{key}_reference.json") if cache else None
+    if path and os.path.exists(path):
+        with open(path) as handle:
+            return json.load(handle)
+    record = _subprocess_json(command + ["--worker-epsrel", "1e-7", "--worker-reference"], env)
+    if path:
+        os.makedirs(cache, exist_ok=True)
+        with open(path, "w") as handle:
+            json.dump(record, handle)
+    return record
+
+
+def _print_scan(records: dict) -> None:
+    """Error and time of every nonmarkov run; the accuracy-matched ratio."""
+    for problem, entry in records.items():
+        reference = entry.get("reference")
+        runs = [entry["nonmarkov"]] + entry.get("scan", [])
+        if not reference or len(runs) < 2:
+            continue
+        print(f"\n{problem}: nonmarkov against epsrel (error = max |<sz>/tr - reference|)")
+        print(f"{'epsrel':>10} {'time s':>8} {'bond':>5} {'error':>9}")
+        for run in runs:
+            seconds = sum(run["wall_time_s"].values())
+            print(f"{run['epsrel']:10.3g} {seconds:8.2f} {run['max_bond_dimension']:5d} "
+                  f"{_max_deviation(run, reference):9.2e}")
+        theirs = entry.get("oqupy")
+        if not theirs:
+            continue
+        target = _max_deviation(theirs, reference)
+        good = [run for run in runs if _max_deviation(run, reference) <= target]
+        oq_seconds = sum(v for k, v in theirs["wall_time_s"].items()
+                         if k in ("tempo_compute", "pt_build", "dynamics"))
+        if good:
+            best = min(good, key=lambda run: sum(run["wall_time_s"].values()))
+            seconds = sum(best["wall_time_s"].values())
+            print(f"accuracy-matched: OQuPy {oq_seconds:.2f} s (error {target:.2e}) vs nonmarkov "
+                  f"epsrel {best['epsrel']:.3g} {seconds:.2f} s (error "
+                  f"{_max_deviation(best, reference):.2e}): ratio {oq_seconds / seconds:.1f}")
+        else:
+            print(f"accuracy-matched: no nonmarkov run reaches OQuPy's error {target:.2e}")
 
 
 if __name__ == "__main__":

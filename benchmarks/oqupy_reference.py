@@ -105,9 +105,9 @@ def _trace(dynamics: oqupy.Dynamics) -> list[float]:
     return [float(np.real(np.trace(state))) for state in dynamics.states]
 
 
-def run_b1(record: dict, trace: bool) -> None:
-    """TEMPO: dt=0.1, tcut=3, epsrel=1e-4, unique=True, t in [0, 10]."""
-    params = B1_PARAMS
+def run_b1(record: dict, trace: bool, overrides: dict) -> None:
+    """TEMPO: dt=0.1, tcut=3, epsrel=1e-4, unique=True, t in [0, 10] (or overrides)."""
+    params = dict(B1_PARAMS, **overrides)
     record["parameters"] = dict(params, unique=True, method="Tempo")
     with _Phase("setup", record, trace):
         system, bath, initial_state = _model()
@@ -131,9 +131,9 @@ def run_b1(record: dict, trace: bool) -> None:
     record["trace"] = _trace(dynamics)
 
 
-def run_b2(record: dict, trace: bool, steps: int) -> None:
-    """PT-TEMPO: dt=1/16, tcut=4, epsrel=2**-14, then compute_dynamics."""
-    params = dict(B2_PARAMS, steps=steps)
+def run_b2(record: dict, trace: bool, steps: int, overrides: dict) -> None:
+    """PT-TEMPO: dt=1/16, tcut=4, epsrel=2**-14, then compute_dynamics (or overrides)."""
+    params = dict(B2_PARAMS, steps=steps, **overrides)
     dt = params["dt"]
     end_time = steps * dt
     record["parameters"] = dict(params, end_time=end_time, unique=False, method="pt_tempo_compute")
@@ -178,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         help="number of PT-TEMPO steps for B2 (default: %(default)s)",
     )
     parser.add_argument("--json", required=True, help="output JSON file")
+    parser.add_argument("--epsrel", type=float, default=None,
+                        help="override the problem's epsrel")
+    parser.add_argument("--end-time", type=float, default=None,
+                        help="override B1's end time")
     parser.add_argument(
         "--no-tracemalloc",
         action="store_true",
@@ -221,10 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     if trace:
         tracemalloc.start()
     total_start = time.perf_counter()
+    overrides = {} if args.epsrel is None else {"epsrel": args.epsrel}
     if args.problem == "B1":
-        run_b1(record, trace)
+        if args.end_time is not None:
+            overrides["end_time"] = args.end_time
+        run_b1(record, trace, overrides)
     else:
-        run_b2(record, trace, args.steps)
+        run_b2(record, trace, args.steps, overrides)
     record["wall_time_s"]["total"] = time.perf_counter() - total_start
     if trace:
         record["tracemalloc_peak_bytes"]["max_over_phases"] = max(
