@@ -33,5 +33,7 @@ from .pt_tempo import PtTempo as PtTempo
 from .pt_tempo import pt_tempo_compute as pt_tempo_compute
 from .results import Dynamics as Dynamics
 from .results import import_dynamics as import_dynamics
+from .system_correlations import compute_correlations as compute_correlations
+from .system_correlations import compute_correlations_nt as compute_correlations_nt
 from .tempo import Tempo as Tempo
 from .tempo import tempo_compute as tempo_compute

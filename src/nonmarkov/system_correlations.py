@@ -1,0 +1,485 @@
+"""Multi-time correlation functions of the system from process tensors.
+
+An n-time correlation applies system operators O_1, ..., O_n at grid times
+t_1 <= ... <= t_n (each from the left, O rho, or from the right, rho O) to the
+reduced state between the steps of the process-tensor contraction and takes
+the trace after the last one:
+
+    Tr[O_n^{side} L(t_n, t_{n-1}) ... O_2^{side} L(t_2, t_1) O_1^{side} L(t_1, t_0) rho_0],
+
+where L(t', t) is the (non-Markovian) propagation by the system and every
+process tensor, exactly as in :func:`~nonmarkov.compute_dynamics`, and the
+open bonds at t_n are closed with the same "future caps". An operator at grid
+time t_k = start_time + k dt acts on the state that ``compute_dynamics``
+records at t_k: after the post-control of step k - 1, before the pre-control of
+step k.
+
+Two-time correlations <B(t_b) A(t_a)> are the special cases
+Tr[B L A L rho_0] (A from the left, for t_a <= t_b) and Tr[A L (L rho_0) B]
+(B from the right, for t_b <= t_a).
+
+All requested combinations are computed in one forward sweep over the time
+grid: the state without operators is propagated once; at each time where an
+operator acts, a copy of every state that may receive it gets it ("a branch"),
+and all live branches are propagated together as one batch. A branch is
+dropped once no later operator can act on it, so a prefix of the propagation
+is never repeated.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as default_np
+
+from . import _validation as check
+from . import config
+from ._threads import hot_loop_threads
+from .backends.host import to_backend
+from .backends.numerical_backend import np
+from .control import Control
+from .dynamics import _as_process_tensor_list, _resolve_grid
+from .operators import left_super, right_super
+from .process_tensor import BaseProcessTensor
+from .progress import Progress, check_progress_type
+from .system import BaseSystem
+from .tn.chain import apply_step_tensor, apply_superoperator, close_bonds, future_caps
+
+TIME_ORDERS = ("ordered", "anti", "full")
+OPERATOR_SIDES = ("left", "right")
+
+
+# --------------------------------------------------------------------------
+# times: step indices from the OQuPy-style specifications
+# --------------------------------------------------------------------------
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, default_np.integer)) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+class _Grid:
+    """The time grid t_k = start_time + k dt, k = 0..num_steps."""
+
+    def __init__(self, start_time: float, dt: float, num_steps: int):
+        self.start_time = start_time
+        self.dt = dt
+        self.num_steps = num_steps
+
+    def describe(self) -> str:
+        end = self.start_time + self.num_steps * self.dt
+        return (f"steps 0..{self.num_steps}, times {self.start_time:g}..{end:g} "
+                f"(dt={self.dt:g})")
+
+    def index_of_step(self, value: Any, name: str) -> int:
+        step = int(value)
+        if not 0 <= step <= self.num_steps:
+            raise ValueError(f"{name}: step {step} is outside the grid ({self.describe()})")
+        return step
+
+    def index_of_time(self, value: Any, name: str) -> int:
+        time = check.real_number(value, name)
+        step = int(round((time - self.start_time) / self.dt))
+        if not 0 <= step <= self.num_steps:
+            raise ValueError(f"{name}: time {time:g} (nearest step {step}) is outside the grid "
+                             f"({self.describe()})")
+        return step
+
+    def index_of_slice(self, value: slice, name: str) -> list[int]:
+        steps = list(range(self.num_steps + 1)[value])
+        if not steps:
+            raise ValueError(f"{name}: {value} selects no step of the grid ({self.describe()})")
+        return steps
+
+    def steps(self, spec: Any, name: str) -> default_np.ndarray:
+        """Step indices (1-d int array) selected by ``spec``.
+
+        ``spec``: an int (step), a slice, a float (time, nearest step), a
+        tuple (t0, t1) (every step from the one nearest t0 to the one nearest
+        t1, in that direction), or a list/1-d array of ints, slices and floats.
+        """
+        if _is_integer(spec):
+            return default_np.array([self.index_of_step(spec, name)])
+        if isinstance(spec, slice):
+            return default_np.array(self.index_of_slice(spec, name))
+        if _is_real(spec):
+            return default_np.array([self.index_of_time(spec, name)])
+        if isinstance(spec, tuple):
+            if len(spec) != 2 or not all(_is_real(t) for t in spec):
+                raise TypeError(f"{name}: a tuple must be a time interval (t0, t1) of two real "
+                                f"numbers; got {spec!r}")
+            first = self.index_of_time(spec[0], f"{name}[0]")
+            last = self.index_of_time(spec[1], f"{name}[1]")
+            direction = 1 if last >= first else -1
+            return default_np.arange(first, last + direction, direction)
+        if isinstance(spec, default_np.ndarray) and spec.ndim == 1:
+            spec = spec.tolist()
+        if isinstance(spec, list):
+            steps: list[int] = []
+            for i, item in enumerate(spec):
+                item_name = f"{name}[{i}]"
+                if _is_integer(item):
+                    steps.append(self.index_of_step(item, item_name))
+                elif isinstance(item, slice):
+                    steps.extend(self.index_of_slice(item, item_name))
+                elif _is_real(item):
+                    steps.append(self.index_of_time(item, item_name))
+                else:
+                    raise TypeError(f"{item_name} must be a step (int), a slice or a time "
+                                    f"(float); got {item!r}")
+            if not steps:
+                raise ValueError(f"{name} is an empty list; give at least one time")
+            return default_np.array(steps)
+        raise TypeError(f"{name} must be a step (int), a slice, a list of steps and slices, a "
+                        f"time (float) or a time interval (t0, t1); got {spec!r}")
+
+    def times(self, steps: default_np.ndarray) -> default_np.ndarray:
+        """Times of the step indices."""
+        return self.start_time + self.dt * steps.astype(float)
+
+
+# --------------------------------------------------------------------------
+# the sweep over the time grid
+# --------------------------------------------------------------------------
+
+class _Chain:
+    """One sequence of operators: superoperators of all but the last, readout of the last.
+
+    ``steps[j]``: sorted distinct steps at which operator j acts; the values
+    end up in ``values[i_0, ..., i_{n-1}]`` (indices into ``steps``), NaN
+    where the steps are not non-decreasing.
+    """
+
+    def __init__(self, superoperators: list[default_np.ndarray], readout: default_np.ndarray,
+                 steps: list[default_np.ndarray]):
+        self.superoperators = superoperators
+        self.readout = readout
+        self.steps = [default_np.unique(s) for s in steps]
+        self.position = [{int(k): i for i, k in enumerate(s)} for s in self.steps]
+        self.last_step = [int(s[-1]) for s in self.steps]
+        shape = tuple(len(s) for s in self.steps)
+        self.values = default_np.full(shape, default_np.nan + 1j * default_np.nan,
+                                      dtype=default_np.complex128)
+
+    @property
+    def length(self) -> int:
+        return len(self.steps)
+
+
+class _Branch:
+    """Bookkeeping of one batch entry: its chain, level (operators applied) and steps."""
+
+    __slots__ = ("chain", "level", "indices")
+
+    def __init__(self, chain: int | None, level: int, indices: tuple[int, ...]):
+        self.chain = chain
+        self.level = level
+        self.indices = indices
+
+
+class _ProcessTensorArrays:
+    """Step tensors, transforms and future caps of one process tensor on the backend."""
+
+    def __init__(self, pt: BaseProcessTensor, num_steps: int):
+        d = pt.dimension
+        self.transform_in = to_backend(pt.transform_in)
+        self.transform_out = to_backend(pt.transform_out)
+        tensors, classes = [], None
+        for step in range(len(pt)):
+            tensor, classes = pt.get_step_tensor(step)
+            tensors.append(to_backend(tensor))
+        self.tensors = tensors[:num_steps]
+        self.classes = np.asarray(classes)
+        weights = default_np.zeros(int(classes.max()) + 1)
+        for a in range(d):  # trace-and-reprepare future: 1/d on each (a, a)
+            weights[classes[a * d + a]] += 1.0 / d
+        self.caps = future_caps(tensors, to_backend(weights))[:num_steps]
+
+
+class _Sweep:
+    """Propagates a batch of branches over the grid and reads out the chains."""
+
+    def __init__(self, system: BaseSystem, process_tensors: list[BaseProcessTensor],
+                 grid: _Grid, control: Control | None, subdiv_limit: int | None,
+                 liouvillian_epsrel: float):
+        self.grid = grid
+        self.control = control
+        self.d = system.dimension
+        self.propagators = system.get_propagators(grid.dt, grid.start_time, subdiv_limit,
+                                                  liouvillian_epsrel)
+        self.pts = [_ProcessTensorArrays(pt, grid.num_steps) for pt in process_tensors]
+        self.num_bonds = len(self.pts)
+        self._host_pair: tuple[Any, Any] | None = None
+        self._device_pair: tuple[Any, Any] | None = None
+
+    def _half_steps(self, step: int) -> tuple[Any, Any]:
+        first, second = self.propagators(step)
+        if self._host_pair is None or first is not self._host_pair[0] \
+                or second is not self._host_pair[1]:
+            self._host_pair = (first, second)
+            self._device_pair = (to_backend(first), to_backend(second))
+        return self._device_pair
+
+    def _step(self, state: Any, step: int) -> Any:
+        """Propagate the batch ``state`` (bonds..., batch, d^2) from t_step to t_step+1."""
+        pre, post = (None, None) if self.control is None else self.control.get_controls(
+            step, self.grid.dt, self.grid.start_time)
+        first, second = self._half_steps(step)
+        if pre is not None:
+            state = apply_superoperator(state, to_backend(pre))
+        state = apply_superoperator(state, first)
+        for axis, pt in enumerate(self.pts):
+            state = apply_superoperator(state, pt.transform_in)
+            state = apply_step_tensor(state, pt.tensors[step], pt.classes, axis)
+            state = apply_superoperator(state, pt.transform_out)
+        state = apply_superoperator(state, second)
+        if post is not None:
+            state = apply_superoperator(state, to_backend(post))
+        return state
+
+    def _caps(self, step: int) -> list[Any]:
+        """Caps closing the bonds of a state at grid step ``step``."""
+        if step == 0:
+            return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
+        return [pt.caps[step - 1] for pt in self.pts]
+
+    def run(self, rho0: default_np.ndarray, chains: list[_Chain],
+            progress_type: str) -> None:
+        """Fill ``chain.values`` of every chain."""
+        batch_axis = self.num_bonds
+        end = max(chain.last_step[-1] for chain in chains)
+        root_end = max(chain.last_step[0] for chain in chains)
+        superops = [[to_backend(s) for s in chain.superoperators] for chain in chains]
+        readouts = [to_backend(chain.readout) for chain in chains]
+        state = to_backend(rho0.reshape((1,) * self.num_bonds + (1, self.d * self.d)))
+        branches = [_Branch(None, 0, ())]
+        with hot_loop_threads(), Progress(end, progress_type, "correlations") as progress:
+            for k in range(end + 1):
+                state, branches = self._act(state, branches, chains, superops, readouts, k)
+                alive = [i for i, b in enumerate(branches) if self._alive(b, chains, k,
+                                                                          root_end)]
+                if len(alive) < len(branches):
+                    branches = [branches[i] for i in alive]
+                    state = np.take(state, np.asarray(alive), axis=batch_axis) \
+                        if alive else None
+                if state is None or k == end:
+                    break
+                state = self._step(state, k)
+                progress.update()
+
+    @staticmethod
+    def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool:
+        """Whether an operator may still act on ``branch`` after step ``k``."""
+        if branch.chain is None:
+            return k < root_end
+        return k < chains[branch.chain].last_step[branch.level]
+
+    def _act(self, state: Any, branches: list[_Branch], chains: list[_Chain],
+             superops: list[list[Any]], readouts: list[Any], k: int
+             ) -> tuple[Any, list[_Branch]]:
+        """Apply every operator acting at step ``k``; read out the last ones."""
+        batch_axis = self.num_bonds
+        for c, chain in enumerate(chains):
+            for level in range(chain.length):
+                position = chain.position[level].get(k)
+                if position is None:
+                    continue
+                if level == 0:
+                    parents = [i for i, b in enumerate(branches) if b.chain is None]
+                else:
+                    parents = [i for i, b in enumerate(branches)
+                               if b.chain == c and b.level == level]
+                if not parents:
+                    continue
+                selected = np.take(state, np.asarray(parents), axis=batch_axis)
+                if level == chain.length - 1:
+                    vectors = close_bonds(selected, self._caps(k))  # (parents, d^2)
+                    values = np.to_host(np.tensordot(vectors, readouts[c], axes=([1], [0])))
+                    for value, i in zip(default_np.asarray(values), parents):
+                        chain.values[branches[i].indices + (position,)] = value
+                else:
+                    children = apply_superoperator(selected, superops[c][level])
+                    state = np.concatenate([state, children], axis=batch_axis)
+                    branches = branches + [
+                        _Branch(c, level + 1, branches[i].indices + (position,))
+                        for i in parents]
+        return state, branches
+
+
+# --------------------------------------------------------------------------
+# input checks shared by the public functions
+# --------------------------------------------------------------------------
+
+def _prepare(system: Any, process_tensor: Any, initial_state: Any, start_time: Any,
+             dt: Any, num_steps: Any, control: Any, progress_type: Any
+             ) -> tuple[list[BaseProcessTensor], default_np.ndarray, _Grid, str]:
+    if not isinstance(system, BaseSystem):
+        raise TypeError(f"system must be a System or TimeDependentSystem; "
+                        f"got {type(system).__name__}")
+    if initial_state is None:
+        raise ValueError("initial_state must be given: a (d, d) density matrix")
+    rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)
+    start_time = check.real_number(start_time, "start_time")
+    progress_type = check_progress_type(progress_type)
+    if control is not None and not isinstance(control, Control):
+        raise TypeError(f"control must be a Control; got {type(control).__name__}")
+    if control is not None and control.dimension != system.dimension:
+        raise ValueError(f"control has dimension {control.dimension}, the system "
+                         f"{system.dimension}")
+    process_tensors = _as_process_tensor_list(process_tensor)
+    for i, pt in enumerate(process_tensors):
+        if pt.dimension != system.dimension:
+            raise ValueError(f"process tensor {i} has dimension {pt.dimension} but the system "
+                             f"has dimension {system.dimension}")
+    dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    return process_tensors, rho0, _Grid(start_time, dt, num_steps), progress_type
+
+
+def _operator(value: Any, name: str, dimension: int) -> default_np.ndarray:
+    return check.square_matrix(value, name, dimension)
+
+
+def _readout_vector(operator: default_np.ndarray) -> default_np.ndarray:
+    """r with r . vec(X) = Tr(operator X) (row-major vec)."""
+    return operator.T.reshape(-1)
+
+
+# --------------------------------------------------------------------------
+# public functions
+# --------------------------------------------------------------------------
+
+def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: Any,
+                         operator_b: Any, times_a: Any, times_b: Any,
+                         time_order: str = "ordered", initial_state: Any = None,
+                         start_time: float = 0.0, dt: float | None = None,
+                         progress_type: str | None = None, *,
+                         control: Control | None = None, num_steps: int | None = None,
+                         subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+                         liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+                         ) -> tuple[list[default_np.ndarray], default_np.ndarray]:
+    """Two-time correlations <B(t_b) A(t_a)> of the system.
+
+    Parameters
+    ----------
+    system : System or TimeDependentSystem (dimension d).
+    process_tensor : a process tensor, a list of them (independent baths,
+        each in its own basis, as in ``compute_dynamics``) or None.
+    operator_a, operator_b : (d, d) system operators A and B.
+    times_a, times_b : the times t_a and t_b on the grid
+        t_k = start_time + k dt, k = 0..N (N = the process tensor's length):
+        a step k (int), a slice of steps, a list of steps and slices, a time
+        (float; the nearest grid time) or an interval (t0, t1) of times (every
+        step from the one nearest t0 to the one nearest t1).
+    time_order : ``'ordered'`` (only t_a <= t_b: Tr[B L(t_b, t_a) A rho(t_a)]),
+        ``'anti'`` (only t_a >= t_b: Tr[A L(t_a, t_b) rho(t_b) B]) or
+        ``'full'`` (every pair, each by the rule that fits it).
+    initial_state : (d, d) density matrix at ``start_time``.
+    start_time : time of step 0.
+    dt : time step; taken from the process tensor(s) if None.
+    progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.
+    control : optional :class:`Control`, applied as in ``compute_dynamics``.
+    num_steps : grid length N; required without a process tensor, at most
+        the process tensor's length otherwise (default: its length).
+    subdiv_limit, liouvillian_epsrel : quadrature settings for
+        time-dependent systems.
+
+    Returns
+    -------
+    times : [times_a (n_a,), times_b (n_b,)], the grid times selected.
+    correlations : (n_a, n_b) complex array; entry [i, j] is
+        <B(times_b[j]) A(times_a[i])>, NaN + NaN j for pairs outside
+        ``time_order``.
+    """
+    time_order = check.choice(time_order, TIME_ORDERS, "time_order")
+    pts, rho0, grid, progress_type = _prepare(system, process_tensor, initial_state,
+                                              start_time, dt, num_steps, control,
+                                              progress_type)
+    d = system.dimension
+    a = _operator(operator_a, "operator_a", d)
+    b = _operator(operator_b, "operator_b", d)
+    steps_a = grid.steps(times_a, "times_a")
+    steps_b = grid.steps(times_b, "times_b")
+    chains = []
+    if time_order in ("ordered", "full"):
+        chains.append(_Chain([left_super(a)], _readout_vector(b), [steps_a, steps_b]))
+    if time_order in ("anti", "full"):
+        chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
+    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel).run(
+        rho0, chains, progress_type)
+    rows = [chains[0].position[0 if time_order != "anti" else 1][int(k)] for k in steps_a]
+    columns = [chains[0].position[1 if time_order != "anti" else 0][int(k)] for k in steps_b]
+    if time_order == "anti":
+        dense = chains[0].values.T
+    else:
+        dense = chains[0].values
+        if time_order == "full":
+            later_a = chains[0].steps[0][:, None] > chains[0].steps[1][None, :]
+            dense = default_np.where(later_a, chains[1].values.T, dense)
+    correlations = dense[default_np.ix_(rows, columns)]
+    return [grid.times(steps_a), grid.times(steps_b)], correlations
+
+
+def compute_correlations_nt(system: BaseSystem, process_tensor: Any, operators: Sequence[Any],
+                            ops_times: Sequence[Any], ops_order: Sequence[str],
+                            initial_state: Any = None, start_time: float = 0.0,
+                            dt: float | None = None, progress_type: str | None = None, *,
+                            control: Control | None = None, num_steps: int | None = None,
+                            subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+                            liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+                            ) -> tuple[list[default_np.ndarray], default_np.ndarray]:
+    """n-time correlations Tr[... O_2^{side} L O_1^{side} L rho_0] of the system.
+
+    Operator j acts at the times ``ops_times[j]`` from the side
+    ``ops_order[j]`` (``'left'``: O rho, ``'right'``: rho O); operators are
+    applied in list order (at equal times too), and the trace is taken after
+    the last. For example <C(t_3) B(t_2) A(t_1)> with t_1 <= t_2 <= t_3 is
+    ``operators=[A, B, C]``, ``ops_order=['left', 'left', 'left']``, and
+    Tr[B(t_2) rho A(t_1)] is ``operators=[A, B]``, ``ops_order=['right', 'left']``.
+
+    Parameters
+    ----------
+    system : System or TimeDependentSystem (dimension d).
+    process_tensor : a process tensor, a list of them, or None.
+    operators : n (d, d) system operators.
+    ops_times : n time specifications, each as ``times_a`` of
+        :func:`compute_correlations`.
+    ops_order : n strings, ``'left'`` or ``'right'``.
+    initial_state, start_time, dt, progress_type, control, num_steps,
+    subdiv_limit, liouvillian_epsrel : as in :func:`compute_correlations`.
+
+    Returns
+    -------
+    times : list of n arrays, the grid times selected for each operator.
+    correlations : complex array of shape (n_1, ..., n_n); entries whose
+        times are not non-decreasing in operator order are NaN + NaN j.
+    """
+    pts, rho0, grid, progress_type = _prepare(system, process_tensor, initial_state,
+                                              start_time, dt, num_steps, control,
+                                              progress_type)
+    d = system.dimension
+    for value, name in ((operators, "operators"), (ops_times, "ops_times"),
+                        (ops_order, "ops_order")):
+        if isinstance(value, (str, default_np.ndarray)) or not isinstance(value, Sequence):
+            raise TypeError(f"{name} must be a list with one entry per operator; got {value!r}")
+    n = len(operators)
+    if n == 0:
+        raise ValueError("operators must hold at least one operator")
+    if len(ops_times) != n or len(ops_order) != n:
+        raise ValueError(f"operators, ops_times and ops_order must have the same length; got "
+                         f"{n}, {len(ops_times)} and {len(ops_order)}")
+    matrices = [_operator(op, f"operators[{j}]", d) for j, op in enumerate(operators)]
+    sides = [check.choice(side, OPERATOR_SIDES, f"ops_order[{j}]")
+             for j, side in enumerate(ops_order)]
+    steps = [grid.steps(spec, f"ops_times[{j}]") for j, spec in enumerate(ops_times)]
+    superoperators = [left_super(m) if side == "left" else right_super(m)
+                      for m, side in zip(matrices[:-1], sides[:-1])]
+    chain = _Chain(superoperators, _readout_vector(matrices[-1]), steps)
+    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel).run(
+        rho0, [chain], progress_type)
+    index = [[chain.position[j][int(k)] for k in s] for j, s in enumerate(steps)]
+    return [grid.times(s) for s in steps], chain.values[default_np.ix_(*index)]
