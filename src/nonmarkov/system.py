@@ -198,6 +198,9 @@ class TimeDependentSystem(BaseSystem):
             default_np.vectorize(op, signature="()->(n,n)") for op in lindblad_operators
         ]
         self._raw_hamiltonian = hamiltonian
+        self._raw_gammas = list(gammas)
+        self._raw_lindblad_operators = list(lindblad_operators)
+        self._identity = default_np.identity(dimension)
 
     def hamiltonian(self, t: float) -> default_np.ndarray:
         """The Hamiltonian at time ``t``, (d, d)."""
@@ -207,18 +210,51 @@ class TimeDependentSystem(BaseSystem):
         """The Liouvillian at time ``t``, (d^2, d^2)."""
         if t is None:
             raise TypeError("TimeDependentSystem.liouvillian needs a time t")
-        hamiltonian = self.hamiltonian(t)
-        if hamiltonian.shape != (self.dimension, self.dimension):
-            raise ValueError(
-                f"hamiltonian({t}) returned shape {hamiltonian.shape}, "
-                f"expected {(self.dimension, self.dimension)}"
-            )
-        generator = -1j * commutator(hamiltonian)
-        for gamma, op in zip(self._gammas, self._lindblad_operators):
+        if default_np.ndim(t) != 0:
+            hamiltonian = self.hamiltonian(t)
+            if hamiltonian.shape != (self.dimension, self.dimension):
+                raise ValueError(
+                    f"hamiltonian({t}) returned shape {hamiltonian.shape}, "
+                    f"expected {(self.dimension, self.dimension)}"
+                )
+            generator = -1j * commutator(hamiltonian)
+            for gamma, op in zip(self._gammas, self._lindblad_operators):
+                rate = float(gamma(t))
+                if rate < 0:
+                    raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
+                generator = generator + rate * lindblad_dissipator(op(t))
+            return generator
+        return self._scalar_liouvillian(float(t))
+
+    def _scalar_liouvillian(self, t: float) -> default_np.ndarray:
+        """L(t) for one float t, calling the user's functions directly.
+
+        The quadratures evaluate L dozens of times per half step; this path
+        builds the same superoperators as ``commutator`` and
+        ``lindblad_dissipator`` without their per-call checks.
+        """
+        d = self.dimension
+        identity = self._identity
+        hamiltonian = default_np.asarray(self._raw_hamiltonian(t), dtype=complex)
+        if hamiltonian.shape != (d, d):
+            raise ValueError(f"hamiltonian({t}) returned shape {hamiltonian.shape}, "
+                             f"expected {(d, d)}")
+        generator = -1j * (default_np.kron(hamiltonian, identity)
+                           - default_np.kron(identity, hamiltonian.T))
+        for gamma, op in zip(self._raw_gammas, self._raw_lindblad_operators):
             rate = float(gamma(t))
             if rate < 0:
                 raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
-            generator = generator + rate * lindblad_dissipator(op(t))
+            if rate == 0.0:
+                continue
+            a = default_np.asarray(op(t), dtype=complex)
+            if a.shape != (d, d):
+                raise ValueError(f"a Lindblad operator at t={t} has shape {a.shape}, "
+                                 f"expected {(d, d)}")
+            ada = a.conj().T @ a
+            generator = generator + rate * (
+                default_np.kron(a, a.conj())
+                - 0.5 * (default_np.kron(ada, identity) + default_np.kron(identity, ada.T)))
         return generator
 
     def _half_step(self, t0: float, t1: float, subdiv_limit: int | None,
