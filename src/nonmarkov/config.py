@@ -7,6 +7,10 @@ The environment is read once, at import, and validated:
   ``single`` (complex64/float32).
 - ``NONMARKOV_PROGRESS``: ``bar`` (default) or ``silent``, the default
   ``progress_type`` of long computations.
+- ``NONMARKOV_JAX_CACHE_DIR``: a directory for JAX's persistent compilation
+  cache (compiled kernels are reused by later processes); unset or empty: no
+  cache. It is created when the JAX backend is first used; an existing path
+  that is not a directory is an error.
 """
 
 from __future__ import annotations
@@ -46,3 +50,30 @@ def _from_environment(variable: str, default: str, valid: tuple[str, ...]) -> st
 BACKEND = _from_environment("NONMARKOV_BACKEND", "numpy", VALID_BACKENDS)
 PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
+
+
+def check_cache_dir(path: object, what: str = "cache directory") -> str:
+    """Return ``path`` as an absolute path if it can be a cache directory, else raise.
+
+    Allowed: a string or ``os.PathLike`` naming an existing directory or a path
+    that does not exist yet (it is created when used).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a path (str or os.PathLike); got {type(path).__name__}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{what} must be a non-empty path; got {path!r}")
+    text = os.path.abspath(os.path.expanduser(text))
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise ValueError(f"{what} {path!r} exists and is not a directory")
+    return text
+
+
+def _cache_dir_from_environment(variable: str) -> str | None:
+    raw = os.environ.get(variable)
+    if raw is None or raw.strip() == "":
+        return None
+    return check_cache_dir(raw.strip(), f"value of the environment variable {variable}")
+
+
+JAX_CACHE_DIR = _cache_dir_from_environment("NONMARKOV_JAX_CACHE_DIR")

@@ -9,6 +9,10 @@ has ended (Strathearn et al., Nat. Commun. 9, 3322 (2018)).
 Time stepping (symmetric Trotter splitting): step k takes rho(t_k) to
 rho(t_k + dt) by a half step of the system, the bath influence of the
 interval [t_k, t_k + dt], and another half step.
+
+With the JAX backend the window lives on the device and every step after the
+first runs as one compiled kernel (:class:`nonmarkov.tn.compiled.CompiledWindow`);
+the states are fetched in chunks of steps.
 """
 
 from __future__ import annotations
@@ -95,6 +99,10 @@ class Tempo:
         self._backend_cache: dict[str, Any] = {}
         self._previous_second: default_np.ndarray | None = None
         self._propagator_cache: tuple[Any, ...] | None = None
+        # the JAX backend runs the compiled window (decided when the object is made)
+        self._compiled = np.backend_name == "jax"
+        self._engine: Any = None
+        self._between_cache: tuple[Any, Any, Any] | None = None
 
     @property
     def parameters(self) -> TempoParameters:
@@ -132,15 +140,16 @@ class Tempo:
             self._backend_cache["own"] = to_backend(influence.own_factor())
             self._backend_cache["classes"] = np.asarray(influence.classes)
             self._backend_cache["projector"] = to_backend(influence.class_projector)
+            self._backend_cache["rows"] = np.asarray(influence.carrier_rows[influence.classes])
             self._backend_cache["lags"] = []
         cache = self._backend_cache
         return cache["own"], cache["classes"], cache["projector"]
 
     def _lag(self, lag: int) -> Any:
-        """Lag matrix I_lag (m, m) on the backend, computed once."""
+        """Distinct rows of the lag matrix I_lag (r, m) on the backend, computed once."""
         lags = self._backend_cache["lags"]
         while len(lags) < lag:
-            lags.append(to_backend(self._influence.lag_matrix(len(lags) + 1)))
+            lags.append(to_backend(self._influence.lag_matrix_rows(len(lags) + 1)))
         return lags[lag - 1]
 
     def _advance(self) -> default_np.ndarray:
@@ -162,7 +171,8 @@ class Tempo:
             lag_matrices = [self._lag(j + 1) for j in range(n)]
             theta = np.einsum("ba,ac,ar->bcr", between, projector, window[0][0])
             window, _ = advance_window(
-                window, theta, classes, lag_matrices, own, epsrel, oldest)
+                window, theta, classes, lag_matrices, own, epsrel, oldest,
+                carrier_rows=self._backend_cache["rows"])
         self._previous_second = second
         window[0], log_norm = normalise(window[0])
         self._log_scale += log_norm
@@ -191,12 +201,67 @@ class Tempo:
             raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
         num_steps = int(round((end_time - current) / dt))
         with hot_loop_threads(), Progress(max(num_steps, 0), progress_type, "TEMPO") as progress:
+            if self._compiled:
+                self._compute_compiled(max(num_steps, 0), progress)
+                return self._dynamics
             for _ in range(max(num_steps, 0)):
                 state = self._advance()
                 self._dynamics.add(self._start_time + self._step * dt, state)
                 progress.set_postfix(bond=self._max_bond_dimension)
                 progress.update()
         return self._dynamics
+
+    def _compute_compiled(self, num_steps: int, progress: Progress) -> None:
+        """``num_steps`` steps with the compiled window (JAX backend)."""
+        from .tn.compiled import CompiledWindow
+
+        dt = self._parameters.dt
+        d = self.dimension
+        if num_steps > 0 and self._step == 0:
+            first, second = self._eigen_propagators(0)
+            influence = self._influence
+            own = influence.own_factor()
+            front = own[influence.classes] * (first @ self._initial_vector)
+            norm = float(default_np.linalg.norm(front))
+            log_scale = math.log(norm) if norm > 0.0 else 0.0
+            front = front / norm if norm > 0.0 else front
+            state = self._from_eigen @ (second @ (front * math.exp(log_scale)))
+            self._previous_second = second
+            self._step = 1
+            self._dynamics.add(self._start_time + dt, state.reshape(d, d))
+            lag_one = influence.lag_matrix_rows(1)[influence.carrier_rows[influence.classes]]
+            self._engine = CompiledWindow(
+                front, influence.class_projector, lag_one * own[influence.classes][:, None],
+                influence.carrier_rows[influence.classes], influence.lag_matrix_rows,
+                self._from_eigen, self._parameters.epsrel, self._parameters.dkmax,
+                np.dtype_complex, log_scale=log_scale)
+            num_steps -= 1
+            progress.update()
+        engine = self._engine
+        chunk = 64
+        while num_steps > 0:
+            count = min(chunk, num_steps)
+            propagators = [self._step_propagators(self._step + k) for k in range(count)]
+            readouts, ranks = engine.advance(propagators)
+            for k, readout in enumerate(readouts):
+                self._dynamics.add(self._start_time + (self._step + k + 1) * dt,
+                                   readout.reshape(d, d))
+            self._step += count
+            num_steps -= count
+            self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
+            progress.set_postfix(bond=self._max_bond_dimension)
+            progress.update(count)
+
+    def _step_propagators(self, step: int) -> tuple[Any, Any]:
+        """(between, second) of ``step`` >= 1 on the host; the same objects while unchanged."""
+        first, second = self._eigen_propagators(step)
+        previous = self._previous_second
+        cached = self._between_cache
+        if cached is None or cached[0] is not first or cached[1] is not previous:
+            cached = (first, previous, first @ previous)
+            self._between_cache = cached
+        self._previous_second = second
+        return cached[2], second
 
     def get_dynamics(self) -> Dynamics:
         """The dynamics computed so far."""

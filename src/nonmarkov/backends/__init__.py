@@ -3,10 +3,12 @@
 - ``set_backend(name, precision=None)`` switches at run time,
 - ``use_backend(name, precision=None)`` switches for a ``with`` block,
 - ``enable_jax_features()`` is short for ``set_backend('jax')``,
-- ``info()`` describes the active backend (name, version, devices, dtypes).
+- ``info()`` describes the active backend (name, version, devices, dtypes),
+- ``enable_compilation_cache(path)`` keeps compiled JAX kernels on disk.
 
 The start-up choice comes from ``NONMARKOV_BACKEND`` and
-``NONMARKOV_PRECISION`` (see :mod:`nonmarkov.config`).
+``NONMARKOV_PRECISION``, the cache from ``NONMARKOV_JAX_CACHE_DIR`` (see
+:mod:`nonmarkov.config`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import numerical_backend as _nb
+from .numerical_backend import compilation_cache_dir as compilation_cache_dir
+from .numerical_backend import enable_compilation_cache as enable_compilation_cache
 from .numerical_backend import la as la
 from .numerical_backend import np as np
 
@@ -61,8 +65,10 @@ def info() -> dict[str, Any]:
     """Describe the active backend.
 
     Returns a dict with ``backend``, ``version``, ``precision``,
-    ``dtype_complex``, ``dtype_float``, ``devices`` (list of strings) and
-    ``default_device`` (where computations run).
+    ``dtype_complex``, ``dtype_float``, ``devices`` (list of strings,
+    ``'platform:id (kind)'``, the default device first) and ``default_device``
+    (where computations run: JAX's default device, e.g. ``'cuda:0 (NVIDIA
+    H200)'``; choose the platform with ``JAX_PLATFORMS=cpu|cuda``).
     """
     state = _nb.get_state()
     if state.name == "numpy":
@@ -75,7 +81,11 @@ def info() -> dict[str, Any]:
         import jax
 
         version = f"jax {jax.__version__}"
-        devices = [str(device) for device in jax.devices()]
+        default = jax.config.jax_default_device
+        if default is None or isinstance(default, str):
+            default = jax.devices(default)[0] if isinstance(default, str) else jax.devices()[0]
+        others = [device for device in jax.devices() if device != default]
+        devices = [_describe(device) for device in [default] + others]
     return {
         "backend": state.name,
         "version": version,
@@ -85,6 +95,12 @@ def info() -> dict[str, Any]:
         "devices": devices,
         "default_device": devices[0],
     }
+
+
+def _describe(device: Any) -> str:
+    """'platform:id (kind)' of a JAX device, e.g. 'cuda:0 (NVIDIA H200)'."""
+    platform = "cuda" if device.platform == "gpu" else device.platform
+    return f"{platform}:{device.id} ({device.device_kind})"
 
 
 def format_info(details: dict[str, Any] | None = None) -> str:
@@ -104,4 +120,6 @@ __all__ = [
     "enable_jax_features",
     "info",
     "format_info",
+    "enable_compilation_cache",
+    "compilation_cache_dir",
 ]

@@ -16,6 +16,7 @@ on both backends.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -48,10 +49,47 @@ def _load_jax() -> tuple[ModuleType, ModuleType]:
     return jnp, jla
 
 
+_cache = {"dir": None}
+
+
+def enable_compilation_cache(path: Any) -> str:
+    """Keep JAX's compiled kernels in the directory ``path``, across processes.
+
+    Sets JAX's persistent compilation cache (``jax_compilation_cache_dir``)
+    and lowers its thresholds (minimum compile time 0 s, any entry size) so
+    that the small kernels of the library are cached too. The directory is
+    created if needed. Returns the absolute path. Raises ``TypeError`` or
+    ``ValueError`` for a bad path and ``ImportError`` if JAX is missing.
+    """
+    directory = config.check_cache_dir(path, "path")
+    _load_jax()
+    import jax
+
+    os.makedirs(directory, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    try:  # the cache is set up at the first compilation; let it see the new directory
+        from jax._src import compilation_cache
+
+        compilation_cache.reset_cache()
+    except (ImportError, AttributeError):  # pragma: no cover - depends on the JAX version
+        pass
+    _cache["dir"] = directory
+    return directory
+
+
+def compilation_cache_dir() -> str | None:
+    """The persistent compilation cache directory in use, or None."""
+    return _cache["dir"]
+
+
 def _configure_jax(precision: str) -> None:
     import jax
 
     jax.config.update("jax_enable_x64", precision == "double")
+    if config.JAX_CACHE_DIR is not None and _cache["dir"] is None:
+        enable_compilation_cache(config.JAX_CACHE_DIR)
 
 
 def make_state(name: str, precision: str) -> _State:

@@ -1,0 +1,236 @@
+"""TEMPO on the NumPy backend against the compiled JAX backend (CPU or GPU).
+
+Bath of every problem: PowerLawSD(alpha=0.3, zeta=1, cutoff=5, 'exponential',
+T=0); TEMPO with dt=0.1, tcut=3 (dkmax=30), unique=True, t in [0, 10].
+
+- B1: spin-boson, H_S = 0.5 sigma_x, coupling 0.5 sigma_z, initial state up,
+  epsrel=1e-4 (bond dimension ~10).
+- B3: the same with epsrel=1e-7 (bond dimension in the hundreds; long on
+  NumPy: shorten it with ``--end-time``).
+- S1: spin 1, H_S = S_x, coupling S_z, initial state m=+1, epsrel=1e-4.
+
+Every run happens in its own process. For each problem the table gives the
+NumPy time, the JAX time of a cold process (with compilation; the
+compilation part separately), the JAX time of a second process that finds
+the kernels in a persistent compilation cache (warm), the ratios to NumPy and
+max |rho_numpy - rho_jax| over all time points.
+
+    python benchmarks/bench_jax.py [--problems B1 B3 S1] [--end-time T | B3=T ...]
+        [--jax-platform cpu|cuda] [--no-warm] [--json out.json]
+
+``--precision-check`` instead compares single with double precision on both
+backends (in this process): B1 (spin-boson, t in [0, 10]) and an
+independent-boson model with a closed-form solution (H_S = 0.5 sigma_z,
+S = 0.5 sigma_z, alpha=0.2, cutoff=4, T=0, initial state |+>, dt=0.1, tcut=3,
+epsrel=1e-6, t in [0, 5]: |rho_01(t)| = 0.5 (1 + 16 t^2)^-0.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+PROBLEMS = {
+    "B1": {"spin": "1/2", "epsrel": 1e-4, "end_time": 10.0},
+    "B3": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
+    "S1": {"spin": "1", "epsrel": 1e-4, "end_time": 10.0},
+}
+DT, TCUT = 0.1, 3.0
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+
+
+def _model(spin: str):
+    import nonmarkov as nm
+
+    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
+                                 temperature=0.0)
+    if spin == "1/2":
+        coupling, hamiltonian = 0.5 * nm.operators.sigma("z"), 0.5 * nm.operators.sigma("x")
+        rho0 = nm.operators.spin_dm("up")
+    else:
+        coupling = np.diag([1.0, 0.0, -1.0]).astype(complex)
+        hamiltonian = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=complex) / math.sqrt(2)
+        rho0 = np.diag([1.0, 0.0, 0.0]).astype(complex)
+    return nm, nm.System(hamiltonian), nm.Bath(coupling, correlations), rho0
+
+
+def run_worker(problem: str, end_time: float) -> dict:
+    """One TEMPO run with the backend of the environment; returns the record."""
+    start = time.perf_counter()
+    spec = PROBLEMS[problem]
+    nm, system, bath, rho0 = _model(spec["spin"])
+    backend = nm.backends.get_backend()
+    compile_seconds = [0.0]
+    if backend == "jax":
+        import jax
+
+        def listener(event: str, duration: float, **_: object) -> None:
+            if event in COMPILE_EVENTS:
+                compile_seconds[0] += duration
+
+        jax.monitoring.register_event_duration_secs_listener(listener)
+    record: dict = {"problem": problem, "backend": backend, "end_time": end_time,
+                    "device": nm.backends.info()["default_device"],
+                    "import_s": time.perf_counter() - start}
+    parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=spec["epsrel"])
+    start = time.perf_counter()
+    tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
+    dynamics = tempo.compute(end_time, progress_type="silent")
+    record["tempo_s"] = time.perf_counter() - start
+    record["compile_s"] = compile_seconds[0]
+    record["steps"] = len(dynamics) - 1
+    record["max_bond_dimension"] = tempo.max_bond_dimension
+    states = np.asarray(dynamics.states)
+    record["states_re"] = states.real.tolist()
+    record["states_im"] = states.imag.tolist()
+    return record
+
+
+def precision_check() -> list[str]:
+    """Max |rho_single - rho_double| (and the error against the exact IB solution)."""
+    import nonmarkov as nm
+
+    rows = [f"{'problem':8} {'backend':7} {'|single-double|':>15} {'err double':>10} "
+            f"{'err single':>10} {'dtype':>9}"]
+    sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
+    for backend in ("numpy", "jax"):
+        for problem in ("B1", "IB"):
+            results = {}
+            for precision in ("double", "single"):
+                with nm.backends.use_backend(backend, precision):
+                    if problem == "B1":
+                        _, system, bath, rho0 = _model("1/2")
+                        parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=1e-4)
+                        end_time = 10.0
+                    else:
+                        system = nm.System(0.5 * sz)
+                        bath = nm.Bath(0.5 * sz, nm.PowerLawSD(0.2, 1.0, 4.0, temperature=0.0))
+                        rho0 = 0.5 * (np.eye(2) + sx)
+                        parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=1e-6)
+                        end_time = 5.0
+                    tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
+                    dynamics = tempo.compute(end_time, progress_type="silent")
+                    states = np.asarray(dynamics.states)
+                    dtype = (tempo._engine._sites.dtype if tempo._compiled
+                             else tempo._window[0].dtype)
+                    results[precision] = (np.asarray(dynamics.times), states, str(dtype))
+            times, double, _ = results["double"]
+            single, dtype = results["single"][1], results["single"][2]
+            errors = ["-", "-"]
+            if problem == "IB":
+                exact = 0.5 * (1.0 + 16.0 * times**2) ** -0.2
+                errors = [f"{np.max(np.abs(np.abs(r[:, 0, 1]) - exact)):.1e}"
+                          for r in (double, single)]
+            rows.append(f"{problem:8} {backend:7} {np.max(np.abs(single - double)):15.1e} "
+                        f"{errors[0]:>10} {errors[1]:>10} {dtype:>9}")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def _run(problem: str, end_time: float, env: dict) -> dict:
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "out.json")
+        command = [sys.executable, os.path.abspath(__file__), "--worker", problem,
+                   "--end-time", f"{problem}={end_time!r}", "--json", path]
+        subprocess.run(command, check=True, env=env)
+        with open(path) as handle:
+            return json.load(handle)
+
+
+def _states(record: dict) -> np.ndarray:
+    return np.array(record["states_re"]) + 1j * np.array(record["states_im"])
+
+
+def _end_times(values: list[str], parser: argparse.ArgumentParser) -> dict[str, float]:
+    """End time of every problem from ``--end-time T`` / ``--end-time B3=T ...``."""
+    end_times = {name: spec["end_time"] for name, spec in PROBLEMS.items()}
+    for value in values:
+        name, _, number = value.rpartition("=")
+        try:
+            end_time = float(number)
+        except ValueError:
+            parser.error(f"--end-time: not a number in {value!r}")
+        if end_time <= 0.0:
+            parser.error(f"--end-time must be positive; got {value!r}")
+        if name and name not in PROBLEMS:
+            parser.error(f"--end-time: unknown problem {name!r}; valid: {list(PROBLEMS)}")
+        for problem in ([name] if name else list(PROBLEMS)):
+            end_times[problem] = end_time
+    return end_times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=["B1"], choices=list(PROBLEMS))
+    parser.add_argument("--end-time", nargs="+", default=[],
+                        help="end time T for every problem, or PROBLEM=T for one "
+                             "(default: 10)")
+    parser.add_argument("--jax-platform", default="cpu", choices=["cpu", "cuda"],
+                        help="JAX_PLATFORMS of the JAX runs (NumPy always runs on the CPU)")
+    parser.add_argument("--no-warm", action="store_true",
+                        help="skip the second JAX process with a warm compilation cache")
+    parser.add_argument("--json", default=None, help="write all records to this JSON file")
+    parser.add_argument("--precision-check", action="store_true",
+                        help="compare single with double precision instead (see above)")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.precision_check:
+        print("\n".join(precision_check()))
+        return 0
+
+    end_times = _end_times(args.end_time, parser)
+    if args.worker:
+        record = run_worker(args.worker, end_times[args.worker])
+        with open(args.json, "w") as handle:
+            json.dump(record, handle)
+        return 0
+
+    base = {key: value for key, value in os.environ.items()
+            if key not in ("NONMARKOV_JAX_CACHE_DIR", "JAX_PLATFORMS")}
+    base.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    records: dict = {}
+    header = (f"{'problem':8} {'steps':>5} {'bond':>5} {'numpy s':>8} {'jax cold s':>10} "
+              f"{'compile s':>9} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
+              f"{'max|drho|':>9}  jax device")
+    rows = []
+    for problem in args.problems:
+        end_time = end_times[problem]
+        numpy_record = _run(problem, end_time, {**base, "NONMARKOV_BACKEND": "numpy"})
+        with tempfile.TemporaryDirectory() as cache:
+            jax_env = {**base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform,
+                       "NONMARKOV_JAX_CACHE_DIR": cache}
+            cold = _run(problem, end_time, jax_env)
+            warm = None if args.no_warm else _run(problem, end_time, jax_env)
+        deviation = float(np.max(np.abs(_states(cold) - _states(numpy_record))))
+        records[problem] = {"numpy": numpy_record, "jax_cold": cold, "jax_warm": warm,
+                            "max_deviation": deviation}
+        seconds = numpy_record["tempo_s"]
+        warm_text = f"{warm['tempo_s']:10.2f}" if warm else f"{'-':>10}"
+        warm_ratio = f"{warm['tempo_s'] / seconds:7.2f}" if warm else f"{'-':>7}"
+        rows.append(f"{problem:8} {numpy_record['steps']:5d} "
+                    f"{numpy_record['max_bond_dimension']:5d} {seconds:8.2f} "
+                    f"{cold['tempo_s']:10.2f} {cold['compile_s']:9.2f} {warm_text} "
+                    f"{cold['tempo_s'] / seconds:7.2f} {warm_ratio} {deviation:9.1e}  "
+                    f"{cold['device']}")
+        print(rows[-1], flush=True)
+    print("\n" + header)
+    print("\n".join(rows))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(records, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

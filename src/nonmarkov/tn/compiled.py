@@ -1,0 +1,414 @@
+"""Compiled (``jax.jit``) window step of TEMPO for the JAX backend.
+
+The same step as :func:`nonmarkov.tn.window.advance_window` with
+``oldest='keep'``/``'trace'`` (couple a new point to the memory window,
+orthonormalise left to right with QR, cut every bond right to left at its
+Schmidt values with the ``epsrel`` and multiplet rules of
+:func:`nonmarkov.tn.truncation.kept_rank`), written with static shapes so
+that XLA compiles it once per shape:
+
+- the window is stored padded: the front ``F[x, D]`` and the older sites
+  ``S[L, D, m, D]`` (capacity L sites, bond dimension D); only the first
+  ``n`` sites are in use (``n`` is a device scalar). Both sweeps are
+  ``lax.scan`` over the L sites; a site beyond ``n`` skips its work
+  (``lax.cond``), so a growing window compiles nothing new;
+- D is taken from a list of bucket sizes (:data:`BOND_BUCKETS`); the kept
+  rank is decided on the device and singular values beyond it are set to
+  zero, so a padded bond carries exact zeros and the result does not depend
+  on D;
+- the step returns the read-out vector and the largest wanted rank as device
+  arrays. :class:`CompiledWindow` runs steps in chunks and fetches both once
+  per chunk; if a wanted rank exceeded D it redoes the chunk from its start
+  with a larger bucket.
+
+The optional ``max_rank`` caps every bond like ``max_rank`` of
+:func:`nonmarkov.tn.window.advance_window`.
+
+Everything here is array algebra; the physics (propagators, influence
+factors) comes in as arrays. Requires JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as default_np
+
+from .truncation import MULTIPLET_TOLERANCE
+
+#: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
+#: Steps of at most 25 % (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...).
+BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
+    {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 14) for i in range(4)}))
+#: First bucket tried (smaller windows are padded up to it).
+DEFAULT_INITIAL_BOND = 12
+#: Steps run between two fetches of the read-outs and ranks.
+DEFAULT_CHUNK = 16
+#: When a bond outgrows its bucket, the new bucket holds this much more than it wanted
+#: (fewer compilations while the bond dimension is still rising).
+GROWTH_HEADROOM = 1.2
+
+
+def bond_bucket(rank: int, minimum: int = 1) -> int:
+    """Smallest bucket size >= max(rank, minimum)."""
+    need = max(int(rank), int(minimum), 1)
+    for size in BOND_BUCKETS:
+        if size >= need:
+            return size
+    return 2 ** math.ceil(math.log2(need))
+
+
+def _jax() -> tuple[Any, Any, Any]:
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    return jax, jnp, lax
+
+
+def device_kept_rank(singular_values: Any, epsrel: Any, max_rank: int | None = None) -> Any:
+    """Kept rank of a descending spectrum, on the device (traceable, no host sync).
+
+    The rule of :func:`nonmarkov.tn.truncation.kept_rank`: the smallest k with
+    sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0, at least 1, extended over a
+    multiplet of nearly equal values, at most ``max_rank``. Trailing zeros
+    (padding) do not change the result. Returns an int32 scalar array.
+    """
+    _, jnp, _ = _jax()
+    s = jnp.asarray(singular_values)
+    size = s.shape[0]
+    index = jnp.arange(size)
+    # tail[k] = norm of s[k:] (a triangular product compiles much faster than a cumsum)
+    upper = (index[None, :] >= index[:, None]).astype(s.dtype)
+    tail = jnp.sqrt(upper @ (s * s))
+    below = tail <= epsrel * s[0]
+    rank = jnp.min(jnp.where(below, index, size))
+    rank = jnp.maximum(rank, 1)
+    # index i continues a multiplet when s[i] is nearly equal to s[i - 1]
+    previous = jnp.concatenate([s[:1], s[:-1]])
+    near = (index > 0) & (s >= previous * (1.0 - MULTIPLET_TOLERANCE))
+    stop = (index >= rank) & ~near
+    rank = jnp.min(jnp.where(stop, index, size))
+    rank = jnp.where(s[0] == 0.0, 1, rank)
+    if max_rank is not None:
+        rank = jnp.minimum(rank, max_rank)
+    return rank.astype(jnp.int32)
+
+
+def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
+          constants: dict[str, Any], memory: int, max_rank: int | None) -> tuple[Any, ...]:
+    """One TEMPO window step on padded arrays (traced by ``jax.jit``).
+
+    Shapes: front (x, D), sites (L, D, m, D), count () int (sites in use
+    besides the front), log_scale () float, between and second (x, x).
+    ``constants``: projector (x, m), first (x, m) = lag-1 row of x times its
+    own factor, carrier (x, r) one-hot row of x, lags (L, r, m) for lags
+    2..L+1, out_map (x, x), epsrel (). ``memory``: dkmax, 0 for no cut.
+
+    The sweeps are scans over all L sites; sites beyond ``count`` skip their
+    work (``lax.cond``) and pass the carry through.
+
+    Returns front, sites, count, log_scale, the read-out vector (x,) and the
+    largest wanted rank (int32).
+    """
+    _, jnp, lax = _jax()
+    dim_x, bond = front.shape
+    capacity, dim_m = sites.shape[0], sites.shape[2]
+    num_rows = constants["carrier"].shape[1]
+    wide = bond * num_rows  # bond dimension of the orthonormalised chain
+    dtype = front.dtype
+    epsrel = constants["epsrel"]
+    positions = jnp.arange(capacity, dtype=jnp.int32)
+
+    # couple the new point to the front and open the carrier bond (x, m, D, r)
+    theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
+    coupled = (theta * constants["first"][:, :, None])[:, :, :, None] \
+        * constants["carrier"][:, None, None, :]
+    q, r = jnp.linalg.qr(coupled.reshape(dim_x, -1))
+    front_q = jnp.pad(q, ((0, 0), (0, wide - q.shape[1])))
+    tensor = jnp.pad(r, ((0, wide - r.shape[0]), (0, 0)))  # (wide, m * D * r)
+
+    def couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
+        q, r = jnp.linalg.qr(tensor.reshape(wide * dim_m, wide))
+        by_row = jnp.moveaxis(r.reshape(wide, bond, num_rows), 2, 0)  # (r, k, D)
+        site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
+        product = jnp.matmul(by_row, site_by_row).reshape(num_rows, wide, dim_m, bond)
+        tensor = jnp.moveaxis(product, 0, 3).reshape(wide, dim_m * wide)
+        return tensor, q.reshape(wide, dim_m, wide)
+
+    def pass_through(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
+        return tensor, jnp.zeros((wide, dim_m, wide), dtype)
+
+    def left_to_right(tensor: Any, inputs: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+        j, site, lag = inputs
+        return lax.cond(j < count, couple, pass_through, tensor, site, lag)
+
+    tensor, chain = lax.scan(left_to_right, tensor, (positions, sites, constants["lags"]))
+    last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
+    last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
+    chain = jnp.concatenate([chain, jnp.zeros_like(chain[:1])])  # (L + 1, wide, m, wide)
+
+    # the oldest point: kept as the last site, or traced into the site before it
+    trace = jnp.asarray(memory > 0) & (count + 1 >= memory)
+    vector = last.sum(axis=(1, 2))
+    index = jnp.where(trace, jnp.maximum(count - 1, 0), count)
+    previous = lax.dynamic_index_in_dim(chain, index, 0, keepdims=False)
+    merged = jnp.pad(jnp.einsum("lpr,r->lp", previous, vector)[:, :, None],
+                     ((0, 0), (0, 0), (0, wide - 1)))
+    site = jnp.where(trace, jnp.where(count > 0, merged, previous), last)
+    chain = lax.dynamic_update_index_in_dim(chain, site, index, 0)
+    front_merged = jnp.pad((front_q @ vector)[:, None], ((0, 0), (0, wide - 1)))
+    front_q = jnp.where(trace & (count == 0), front_merged, front_q)
+    count = jnp.where(trace, count, count + 1)
+
+    def cut(right: Any, site: Any) -> tuple[Any, Any, Any]:
+        matrix = (site.reshape(wide * dim_m, wide) @ right).reshape(wide, dim_m * bond)
+        u, s, vh = jnp.linalg.svd(matrix, full_matrices=False)
+        rank = device_kept_rank(s, epsrel, max_rank)
+        kept = (jnp.arange(bond) < rank).astype(s.dtype)
+        new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
+        return u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :], new_site, rank
+
+    def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
+        return right, jnp.zeros((bond, dim_m, bond), dtype), jnp.int32(0)
+
+    def right_to_left(right: Any, inputs: tuple[Any, Any]) -> tuple[Any, tuple[Any, Any]]:
+        j, site = inputs
+        right, new_site, rank = lax.cond(j < count, cut, skip, right, site)
+        return right, (new_site, rank)
+
+    right, (new_sites, ranks) = lax.scan(
+        right_to_left, jnp.eye(wide, bond, dtype=dtype),
+        (positions, chain[:capacity]), reverse=True)
+    wanted = jnp.maximum(jnp.max(ranks), 1)
+    front = front_q @ right
+
+    norm = jnp.linalg.norm(front)
+    positive = norm > 0.0
+    front = front / jnp.where(positive, norm, 1.0).astype(dtype)
+    log_scale = log_scale + jnp.where(positive, jnp.log(jnp.where(positive, norm, 1.0)), 0.0)
+
+    def contract(carry: tuple[Any, Any], inputs: tuple[Any, Any]) -> tuple[Any, None]:
+        j, site = inputs
+        vector, log_rest = carry
+        moved = jnp.einsum("lpr,r->l", site, vector)
+        size = jnp.max(jnp.abs(moved))
+        good = (size > 0.0) & (j < count)
+        moved = moved / jnp.where(good, size, 1.0).astype(dtype)
+        log_rest = log_rest + jnp.where(good, jnp.log(jnp.where(good, size, 1.0)), 0.0)
+        return (jnp.where(j < count, moved, vector), log_rest), None
+
+    start = jnp.zeros((bond,), dtype).at[0].set(1.0)
+    (vector, log_rest), _ = lax.scan(contract, (start, jnp.zeros_like(log_scale)),
+                                     (positions, new_sites), reverse=True)
+    state = (front @ vector) * jnp.exp(log_scale + log_rest).astype(dtype)
+    readout = constants["out_map"] @ (second @ state)
+    return front, new_sites, count, log_scale, readout, wanted
+
+
+def _compiler_options() -> dict[str, Any]:
+    """XLA options: on a CPU, skip the expensive LLVM optimisations.
+
+    The step's time goes into LAPACK and BLAS calls, which are not generated
+    code, so this halves the compile time without slowing the step down.
+    """
+    jax, _, _ = _jax()
+    if jax.default_backend() == "cpu":
+        return {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    return {}
+
+
+@functools.cache
+def _compiled_step(memory: int, max_rank: int | None,
+                   backend: str) -> Callable[..., tuple[Any, ...]]:
+    jax, _, _ = _jax()
+    return jax.jit(functools.partial(_step, memory=memory, max_rank=max_rank),
+                   compiler_options=_compiler_options())
+
+
+@functools.cache
+def _compiled_resize() -> Callable[..., tuple[Any, Any]]:
+    jax, jnp, _ = _jax()
+
+    def resize(front: Any, sites: Any, bond: int, capacity: int) -> tuple[Any, Any]:
+        old_capacity, old_bond = sites.shape[0], sites.shape[1]
+        keep_bond = min(bond, old_bond)
+        keep_capacity = min(capacity, old_capacity)
+        new_front = jnp.zeros((front.shape[0], bond), front.dtype)
+        new_front = new_front.at[:, :keep_bond].set(front[:, :keep_bond])
+        new_sites = jnp.zeros((capacity, bond, sites.shape[2], bond), sites.dtype)
+        new_sites = new_sites.at[:keep_capacity, :keep_bond, :, :keep_bond].set(
+            sites[:keep_capacity, :keep_bond, :, :keep_bond])
+        return new_front, new_sites
+
+    return jax.jit(resize, static_argnames=("bond", "capacity"),
+                   compiler_options=_compiler_options())
+
+
+class CompiledWindow:
+    """A TEMPO memory window on the JAX device, advanced by a compiled step.
+
+    Parameters
+    ----------
+    front : (x,) the first point's vector (site 0 after step 0), host array.
+    projector : (x, m) class projector P[alpha, c].
+    first : (x, m) coupling of a new point x to the point before it (lag 1)
+        times its own factor.
+    carrier : (x,) int, row of the lag matrices used by each x (< r).
+    lag_rows : callable, ``lag_rows(lag)`` -> (r, m) lag matrix rows for lag >= 2.
+    out_map : (x, x) applied to every read-out vector (e.g. back to the
+        original basis).
+    epsrel : truncation threshold (see :mod:`nonmarkov.tn.truncation`).
+    memory : number of points kept (dkmax), or None for no memory cut.
+    dtype : complex dtype of the window.
+    log_scale : log of the factor ``front`` was divided by.
+    initial_bond : first bond bucket (default :data:`DEFAULT_INITIAL_BOND`).
+    chunk : steps run between two fetches (default :data:`DEFAULT_CHUNK`).
+    max_rank : optional hard cap on every bond.
+    """
+
+    def __init__(self, front: Any, projector: Any, first: Any, carrier: Any,
+                 lag_rows: Callable[[int], Any], out_map: Any, epsrel: float,
+                 memory: int | None, dtype: Any, log_scale: float = 0.0,
+                 initial_bond: int | None = None, chunk: int | None = None,
+                 max_rank: int | None = None):
+        jax, _, _ = _jax()
+        self._jax = jax
+        self._dtype = default_np.dtype(dtype)
+        self._float = default_np.finfo(self._dtype).dtype
+        projector = default_np.asarray(projector)
+        self._dim_x, self._dim_m = projector.shape
+        carrier = default_np.asarray(carrier, dtype=int)
+        self._num_rows = int(carrier.max()) + 1
+        self._lag_rows = lag_rows
+        self._memory = 0 if memory is None else int(memory)
+        self._chunk = int(DEFAULT_CHUNK if chunk is None else chunk)
+        initial_bond = DEFAULT_INITIAL_BOND if initial_bond is None else initial_bond
+        self._max_rank = None if max_rank is None else int(max_rank)
+        self._min_bond = math.ceil(self._dim_x / self._num_rows)
+        put = self._put
+        self._constants = {
+            "projector": put(projector),
+            "first": put(first),
+            "carrier": put(default_np.eye(self._num_rows)[carrier]),
+            "out_map": put(out_map),
+            "epsrel": put(epsrel, self._float),
+        }
+        self._host_lags = default_np.zeros((0, self._num_rows, self._dim_m), dtype=self._dtype)
+        bond = bond_bucket(initial_bond, self._min_bond)
+        capacity = max(self._memory - 1, 1) if self._memory else 1
+        host_front = default_np.zeros((self._dim_x, bond), dtype=self._dtype)
+        host_front[:, 0] = default_np.asarray(front)
+        self._front = put(host_front)
+        self._sites = put(default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype))
+        self._count = 0  # sites besides the front (known on the host without a sync)
+        self._count_device = jax.device_put(default_np.asarray(0, dtype=default_np.int32))
+        self._log_scale = put(log_scale, self._float)
+        self._set_lags(capacity)
+        self._propagators: tuple[Any, Any, Any, Any] | None = None
+        self.max_rank_seen = 1
+        #: number of device-to-host fetches so far (one per chunk, plus one per redo)
+        self.fetches = 0
+
+    @property
+    def bond(self) -> int:
+        """Current bond bucket D."""
+        return int(self._sites.shape[1])
+
+    @property
+    def capacity(self) -> int:
+        """Current site capacity L."""
+        return int(self._sites.shape[0])
+
+    def _put(self, array: Any, dtype: Any = None) -> Any:
+        array = default_np.asarray(array)
+        if dtype is None:
+            dtype = self._dtype if array.dtype.kind in "fc" else array.dtype
+        return self._jax.device_put(array.astype(dtype))
+
+    def _set_lags(self, capacity: int) -> None:
+        """Lag rows (capacity, r, m) for lags 2..capacity+1 on the device."""
+        have = self._host_lags.shape[0]
+        if have < capacity:
+            extra = [default_np.asarray(self._lag_rows(lag + 2)) for lag in range(have, capacity)]
+            self._host_lags = default_np.concatenate(
+                [self._host_lags, default_np.asarray(extra, dtype=self._dtype)])
+        self._constants["lags"] = self._put(self._host_lags[:capacity])
+
+    def _resize(self, bond: int, capacity: int) -> None:
+        if bond == self.bond and capacity == self.capacity:
+            return
+        self._front, self._sites = _compiled_resize()(
+            self._front, self._sites, bond=bond, capacity=capacity)
+        if capacity != self._constants["lags"].shape[0]:
+            self._set_lags(capacity)
+
+    def _device_propagators(self, between: Any, second: Any) -> tuple[Any, Any]:
+        """Device copies of the step's propagators; moved only when they change."""
+        cached = self._propagators
+        if cached is None or cached[0] is not between or cached[1] is not second:
+            cached = (between, second, self._put(between), self._put(second))
+            self._propagators = cached
+        return cached[2], cached[3]
+
+    def _next_count(self, count: int) -> int:
+        if self._memory and count + 1 >= self._memory:
+            return count
+        return count + 1
+
+    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
+                                                                       list[int]]:
+        """Run one step per (between, second) pair of host (x, x) arrays.
+
+        Returns the read-out vectors (steps, x) on the host and the largest
+        kept rank of each step. Fetches once per chunk of steps.
+        """
+        readouts: list[default_np.ndarray] = []
+        ranks: list[int] = []
+        for begin in range(0, len(propagators), self._chunk):
+            chunk_readouts, chunk_ranks = self._run_chunk(
+                propagators[begin:begin + self._chunk])
+            readouts.append(chunk_readouts)
+            ranks.extend(chunk_ranks)
+        if not readouts:
+            return default_np.zeros((0, self._dim_x), self._dtype), ranks
+        return default_np.concatenate(readouts), ranks
+
+    def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
+                                                                         list[int]]:
+        start = (self._front, self._sites, self._count, self._count_device, self._log_scale)
+        while True:
+            final_count = start[2]
+            for _ in propagators:
+                final_count = self._next_count(final_count)
+            if not self._memory and final_count > self.capacity:
+                self._resize(self.bond, bond_bucket(final_count))
+            step = _compiled_step(self._memory, self._max_rank, self._jax.default_backend())
+            front, sites, count, log_scale = self._front, self._sites, self._count_device, \
+                self._log_scale
+            outputs = []
+            for between, second in propagators:
+                between, second = self._device_propagators(between, second)
+                front, sites, count, log_scale, readout, wanted = step(
+                    front, sites, count, log_scale, between, second, self._constants)
+                outputs.append((readout, wanted))
+            readouts, wanted = self._jax.device_get(
+                ([item[0] for item in outputs], [item[1] for item in outputs]))
+            self.fetches += 1
+            wanted = [int(value) for value in wanted]
+            largest = max(wanted, default=1)
+            if largest <= self.bond:
+                break
+            # a bond wanted more than the bucket holds: redo the chunk with a larger one
+            self._front, self._sites, _, self._count_device, self._log_scale = start
+            self._resize(bond_bucket(math.ceil(GROWTH_HEADROOM * largest), self._min_bond),
+                         self.capacity)
+            start = (self._front, self._sites, start[2], self._count_device, self._log_scale)
+        self._front, self._sites, self._count_device, self._log_scale = \
+            front, sites, count, log_scale
+        self._count = final_count
+        self.max_rank_seen = max(self.max_rank_seen, largest)
+        return default_np.asarray(readouts), wanted

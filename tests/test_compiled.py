@@ -1,0 +1,266 @@
+"""The compiled TEMPO window (``nonmarkov.tn.compiled``) of the JAX backend.
+
+- the device-side kept-rank rule equals ``tn.truncation.kept_rank``;
+- results do not depend on the bond bucket (padding) nor on the chunking,
+  and agree with the NumPy backend;
+- after compilation the steps make no implicit host transfers and fetch
+  once per chunk;
+- single precision runs in complex64 and stays close to double;
+- the persistent compilation cache option.
+
+Skipped on the NumPy backend (the compiled window is used with JAX only).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+import nonmarkov as nm
+from nonmarkov import backends, config
+from nonmarkov.tn import truncation
+
+pytestmark = pytest.mark.skip_backend("numpy", "the compiled window is JAX-only")
+
+jax = pytest.importorskip("jax")
+compiled = pytest.importorskip("nonmarkov.tn.compiled")
+
+SX = numpy.array([[0.0, 1.0], [1.0, 0.0]], dtype=complex)
+SZ = numpy.array([[1.0, 0.0], [0.0, -1.0]], dtype=complex)
+
+
+def spin_boson(alpha: float = 0.3):
+    """Spin-boson model with a driving field: H_S = 0.5 sx + 0.2 sz, S = 0.5 sz."""
+    system = nm.System(0.5 * SX + 0.2 * SZ)
+    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(alpha, 1.0, 5.0, temperature=0.5))
+    psi = numpy.array([0.8, 0.6 * numpy.exp(0.4j)])
+    return system, bath, numpy.outer(psi, psi.conj())
+
+
+def independent_boson():
+    """Three-level independent-boson model (degenerate-free S, [H, S] = 0)."""
+    system = nm.System(numpy.diag([0.4, 0.0, -0.7]).astype(complex))
+    bath = nm.Bath(numpy.diag([1.0, 0.0, -0.5]).astype(complex),
+                   nm.PowerLawSD(0.1, 1.0, 4.0, temperature=0.0))
+    psi = numpy.array([1.0, 0.8 * numpy.exp(0.3j), 0.6 * numpy.exp(-1.1j)])
+    psi = psi / numpy.linalg.norm(psi)
+    return system, bath, numpy.outer(psi, psi.conj())
+
+
+def run_tempo(model, parameters, end_time, backend="jax", precision="double", unique=False,
+              **engine):
+    """States of a TEMPO run; ``engine`` sets the compiled window's bucket/chunk."""
+    system, bath, rho0 = model
+    saved = (compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK)
+    compiled.DEFAULT_INITIAL_BOND = engine.get("initial_bond", saved[0])
+    compiled.DEFAULT_CHUNK = engine.get("chunk", saved[1])
+    try:
+        with backends.use_backend(backend, precision):
+            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=unique)
+            states = tempo.compute(end_time, progress_type="silent").states
+    finally:
+        compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK = saved
+    return numpy.asarray(states), tempo
+
+
+# --------------------------------------------------------------------------
+# the kept-rank rule on the device
+# --------------------------------------------------------------------------
+
+def spectra():
+    """Descending spectra: random decays, multiplets at the cut, zeros, one value."""
+    rng = numpy.random.default_rng(7)
+    cases = []
+    for _ in range(40):
+        size = int(rng.integers(1, 30))
+        cases.append(numpy.sort(10.0 ** rng.uniform(-12, 0, size))[::-1])
+    base = numpy.array([1.0, 0.5, 0.1, 1e-3, 1e-3, 1e-3, 1e-5])
+    cases.append(base)  # a triplet where epsrel=1e-3 would cut
+    cases.append(base * numpy.array([1, 1, 1, 1, 1 - 1e-10, 1 - 2e-10, 1]))  # near-equal
+    cases.append(numpy.array([1.0, 1.0, 1.0, 1.0]))  # all equal
+    cases.append(numpy.array([1.0, 1e-2, 0.0, 0.0]))  # exact zeros
+    cases.append(numpy.zeros(5))  # zero matrix
+    cases.append(numpy.array([3.0]))
+    return cases
+
+
+def test_device_kept_rank_equals_host_rule():
+    cases = spectra()
+    with backends.use_backend("jax", "double"):
+        for max_rank in (None, 2):
+            rule = jax.jit(jax.vmap(lambda s, e, m=max_rank: compiled.device_kept_rank(s, e, m),
+                                    in_axes=(0, None)))
+            for epsrel in (1e-1, 1e-3, 1e-6, 1e-10):
+                expected = [truncation.kept_rank(s, epsrel, max_rank) for s in cases]
+                for length in (30, 37):  # trailing zeros of a padded bond change nothing
+                    padded = numpy.zeros((len(cases), length))
+                    for row, s in zip(padded, cases):
+                        row[:len(s)] = s
+                    got = numpy.asarray(rule(jax.device_put(padded), epsrel)).tolist()
+                    assert got == expected, (epsrel, max_rank, length)
+
+
+def test_device_kept_rank_multiplet_is_not_split():
+    s = numpy.array([1.0, 0.2, 0.2, 0.2, 1e-9])
+    with backends.use_backend("jax", "double"):
+        # epsrel between the pair's tails: the plain rule would keep 2 or 3 of the triplet
+        assert int(compiled.device_kept_rank(jax.device_put(s), 0.25)) == 4
+        assert int(compiled.device_kept_rank(jax.device_put(s), 0.25, 3)) == 3
+
+
+def test_bond_buckets():
+    assert compiled.bond_bucket(1) == compiled.BOND_BUCKETS[0]
+    for rank in (3, 9, 10, 33, 130, 1000):
+        size = compiled.bond_bucket(rank)
+        assert size >= rank and size <= 1.25 * rank + 2
+    assert compiled.bond_bucket(10**5) >= 10**5
+
+
+# --------------------------------------------------------------------------
+# padding, chunking and the NumPy backend
+# --------------------------------------------------------------------------
+
+def test_padding_and_chunks_do_not_change_the_result():
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
+    # bucket 4 with chunks of 3 steps: the window outgrows its bucket and chunks are redone
+    small, tempo_small = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3)
+    large, tempo_large = run_tempo(model, parameters, 1.2, initial_bond=40, chunk=16)
+    assert tempo_small._engine.bond > 4  # it did grow
+    assert tempo_large._engine.bond == 40
+    assert tempo_small.max_bond_dimension == tempo_large.max_bond_dimension > 4
+    numpy.testing.assert_allclose(small, large, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dkmax", [1, 2, None])
+def test_compiled_agrees_with_numpy(dkmax):
+    """Memory cut at 1 and 2 points (trace into the front) and full memory (growing capacity)."""
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
+    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=4)
+    on_numpy, reference = run_tempo(model, parameters, 1.4, backend="numpy")
+    assert tempo._compiled and not reference._compiled
+    assert tempo.max_bond_dimension == reference.max_bond_dimension
+    numpy.testing.assert_allclose(on_jax, on_numpy, rtol=0, atol=1e-10)
+
+
+def test_compiled_unique_three_level_and_continuation():
+    model = independent_boson()
+    parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=3)
+    on_numpy, _ = run_tempo(model, parameters, 1.0, backend="numpy", unique=True)
+    system, bath, rho0 = model
+    with backends.use_backend("jax", "double"):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
+        tempo.compute(0.4, progress_type="silent")
+        states = tempo.compute(1.0, progress_type="silent").states  # continued
+    assert len(states) == len(on_numpy) == 6
+    numpy.testing.assert_allclose(numpy.asarray(states), on_numpy, rtol=0, atol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# host round trips
+# --------------------------------------------------------------------------
+
+def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk():
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
+    saved = compiled.DEFAULT_CHUNK
+    compiled.DEFAULT_CHUNK = 4
+    try:
+        with backends.use_backend("jax", "double"):
+            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
+            tempo.compute(0.5, progress_type="silent")  # compiles; bond settles
+            engine = tempo._engine
+            bond, fetches = engine.bond, engine.fetches
+            with jax.transfer_guard("disallow"):
+                # the guard is active: an implicit device-to-host copy fails
+                with pytest.raises(Exception, match="[Dd]isallowed"):
+                    float(jax.numpy.ones(()) + 1.0)
+                tempo.compute(1.7, progress_type="silent")  # 12 more steps, 3 chunks
+    finally:
+        compiled.DEFAULT_CHUNK = saved
+    assert engine.bond == bond  # no redo, so exactly one fetch per chunk
+    assert engine.fetches - fetches == 3
+    assert len(tempo.get_dynamics()) == 18
+
+
+# --------------------------------------------------------------------------
+# single precision
+# --------------------------------------------------------------------------
+
+def test_single_precision_is_complex64_end_to_end_and_close_to_double():
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-5, dkmax=8)
+    double, _ = run_tempo(model, parameters, 1.5)
+    single, tempo = run_tempo(model, parameters, 1.5, precision="single")
+    engine = tempo._engine
+    assert engine._front.dtype == numpy.complex64
+    assert engine._sites.dtype == numpy.complex64
+    assert engine._constants["lags"].dtype == numpy.complex64
+    assert engine._log_scale.dtype == numpy.float32
+    # float32 rounding (~1e-7 per operation) accumulated over 15 steps
+    numpy.testing.assert_allclose(single, double, rtol=0, atol=1e-4)
+    assert numpy.max(numpy.abs(single - double)) > 0.0  # it really ran in single precision
+    single_numpy, _ = run_tempo(model, parameters, 1.5, backend="numpy", precision="single")
+    numpy.testing.assert_allclose(single_numpy, double, rtol=0, atol=1e-4)
+
+
+# --------------------------------------------------------------------------
+# persistent compilation cache
+# --------------------------------------------------------------------------
+
+def test_enable_compilation_cache_sets_jax_options(tmp_path):
+    previous = jax.config.jax_compilation_cache_dir
+    try:
+        path = backends.enable_compilation_cache(tmp_path / "cache")
+        assert os.path.isdir(path)
+        assert jax.config.jax_compilation_cache_dir == path
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+        assert backends.compilation_cache_dir() == path
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
+
+
+def test_compilation_cache_rejects_bad_paths(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(ValueError, match="not a directory"):
+        backends.enable_compilation_cache(a_file)
+    with pytest.raises(TypeError, match="path"):
+        backends.enable_compilation_cache(3)
+    with pytest.raises(ValueError, match="path"):
+        config.check_cache_dir("  ")
+
+
+def test_cache_environment_variable_fills_the_cache(tmp_path):
+    cache = tmp_path / "jax-cache"
+    code = ("import numpy as np, nonmarkov as nm\n"
+            "s = nm.System(np.diag([0.3, -0.3]).astype(complex))\n"
+            "b = nm.Bath(np.diag([0.5, -0.5]).astype(complex), nm.PowerLawSD(0.1, 1.0, 4.0))\n"
+            "p = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)\n"
+            "nm.Tempo(s, b, p, np.diag([1.0, 0.0]), 0.0).compute(0.6, progress_type='silent')\n"
+            "print(nm.backends.compilation_cache_dir())\n")
+    env = {**os.environ, "NONMARKOV_BACKEND": "jax", "NONMARKOV_JAX_CACHE_DIR": str(cache)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(cache)
+    assert cache.is_dir() and len(os.listdir(cache)) > 0
+    bad = subprocess.run([sys.executable, "-c", "import nonmarkov"], capture_output=True,
+                         text=True, timeout=120,
+                         env={**env, "NONMARKOV_JAX_CACHE_DIR": os.devnull})
+    assert bad.returncode != 0
+    assert "NONMARKOV_JAX_CACHE_DIR" in bad.stderr and "not a directory" in bad.stderr
+
+
+def test_info_names_the_device():
+    with backends.use_backend("jax"):
+        details = backends.info()
+    default = jax.devices()[0]
+    assert details["default_device"].split(" ")[0].endswith(f":{default.id}")
+    assert default.device_kind in details["default_device"]
+    assert details["devices"][0] == details["default_device"]
