@@ -29,6 +29,7 @@ from .parameters import TempoParameters as TempoParameters
 from .parameters import guess_tempo_parameters as guess_tempo_parameters
 from .process_tensor import SimpleProcessTensor as SimpleProcessTensor
 from .process_tensor import TrivialProcessTensor as TrivialProcessTensor
+from .pt_repeated import pt_repeated_block_compute as pt_repeated_block_compute
 from .pt_tempo import PtTempo as PtTempo
 from .pt_tempo import pt_tempo_compute as pt_tempo_compute
 from .results import Dynamics as Dynamics
@@ -37,3 +38,7 @@ from .system_correlations import compute_correlations as compute_correlations
 from .system_correlations import compute_correlations_nt as compute_correlations_nt
 from .tempo import Tempo as Tempo
 from .tempo import tempo_compute as tempo_compute
+from .uniform_pt import UniformProcessTensor as UniformProcessTensor
+from .uniform_pt import compute_steady_state as compute_steady_state
+from .uniform_pt import compute_uniform_dynamics as compute_uniform_dynamics
+from .uniform_pt import pt_uniform_compute as pt_uniform_compute

@@ -1,0 +1,69 @@
+"""Process tensors of any length from one repeating block (stationary bath).
+
+For a stationary bath with a memory cut of K steps the process tensor of N
+steps consists of a start block of K steps (the bath has no past), one
+tensor that repeats for every later step, and a cap at the end (Cygorek,
+Keeling, Lovett & Gauger, PRX 14, 011010 (2024): with a memory cut the
+PT-MPO is built from repeatable blocks, so the cost stops growing with N).
+The block is computed once by :mod:`nonmarkov.uniform_pt` (2K memory-window
+steps, then one Schmidt decomposition at the cut between the two halves) and
+assembled into a :class:`~nonmarkov.SimpleProcessTensor` in exactly the
+format of PT-TEMPO: the same classes, basis transforms and T[b, b', c]
+convention, usable by :func:`~nonmarkov.compute_dynamics`.
+
+Cost: independent of N for the tensors (about 2K window steps); the N step
+tensors share one array on the host. For N <= 2K sequential PT-TEMPO is not
+more expensive and is used instead (same format, same result).
+"""
+
+from __future__ import annotations
+
+from . import _validation as check
+from .bath import Bath
+from .parameters import TempoParameters
+from .process_tensor import SimpleProcessTensor
+from .progress import check_progress_type
+from .pt_tempo import PtTempo
+from .uniform_pt import UniformPtBuilder, check_memory_parameters
+
+
+def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
+                                  parameters: TempoParameters, unique: bool = False,
+                                  progress_type: str | None = None, name: str | None = None,
+                                  description: str | None = None) -> SimpleProcessTensor:
+    """The process tensor of ``bath`` on [start_time, end_time] from a repeating block.
+
+    Parameters
+    ----------
+    bath : the Bath (its correlations must be stationary, as for every Bath).
+    start_time, end_time : the PT covers round((end - start) / dt) steps.
+    parameters : TempoParameters with a memory cut (tcut or dkmax).
+    unique : merge Liouville indices with equal coupling eigenvalue pairs.
+    progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.
+    name, description : optional text.
+
+    Returns a :class:`SimpleProcessTensor` of round((end - start) / dt) steps.
+    Agrees with sequential PT-TEMPO to rounding when untruncated; truncated,
+    the error is set by ``epsrel`` like PT-TEMPO's (see docs/long_time.md).
+    """
+    if not isinstance(bath, Bath):
+        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+    parameters = check_memory_parameters(parameters)
+    start_time = check.real_number(start_time, "start_time")
+    end_time = check.real_number(end_time, "end_time")
+    if end_time <= start_time:
+        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    num_steps = int(round((end_time - start_time) / parameters.dt))
+    if num_steps < 1:
+        raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
+                         f"half a time step dt={parameters.dt}")
+    progress_type = check_progress_type(progress_type)
+    label = "Unnamed repeated-block PT" if name is None else str(name)
+    if num_steps <= 2 * parameters.dkmax:
+        sequential = PtTempo(bath, start_time, end_time, parameters, unique=unique, name=label,
+                             description=description)
+        return sequential.get_process_tensor(progress_type=progress_type)
+    builder = UniformPtBuilder(bath, parameters, unique=unique, name=label,
+                               description=description)
+    uniform = builder.compute(progress_type=progress_type)
+    return uniform.to_process_tensor(num_steps)

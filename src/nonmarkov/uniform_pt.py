@@ -1,0 +1,487 @@
+"""A uniform (time-translation-invariant) process tensor for a stationary bath.
+
+With a memory cut of K steps every influence factor couples points at most K
+steps apart, so the influence of the past on the future at any cut is a
+function g(f) of the next K classes f = (c_{k+1}, ..., c_{k+K}) only. Take
+g_k(f) to be the product of all factors that involve a point of f and no
+point later than k + K. One step maps it linearly (c = c_{k+1}):
+
+    g_{k+1}(f') = g_k(c, f'_1..f'_{K-1}) I_0(f'_K) prod_{j=1}^{K} I_j(f'_K, f'_{K-j}),
+
+with f'_0 = c: the oldest point of the window becomes the step's index and a
+new point enters at the far end. The map is the same at every step, and a
+traced future reads g out with the weight 1/d on each diagonal index in every
+slot of f (all factors whose newer point is diagonal equal 1).
+
+The exact bond (the m^K functions of f) is compressed to the span of the
+functions a past of K points can produce: the Schmidt vectors, at the
+middle cut, of the influence of 2K points (built with the memory-window
+kernels). The first K points, split off on the way, form the start block (the
+bath with no past, expressed in the same basis at its last bond). Result: K
+start tensors, one tensor T[b, b', c] that repeats every later step (cf. Link,
+Tu & Strunz, PRL 132, 200403 (2024); the repeating block of Cygorek et al.,
+PRX 14, 011010 (2024)), and an end vector.
+
+- The end vector is the fixed point of the trace-weighted transfer matrix
+  E = sum_c w_c T[:, :, c] (its leading right eigenvector); T is divided by
+  the leading eigenvalue, so that a traced future is stationary.
+- Dynamics: the state v[b, alpha] costs O(chi^2 d^2) per step and constant
+  memory, for any number of steps.
+- Steady state: the leading eigenvector of the one-step transfer operator
+  (system propagator times T) on (b, alpha), read out with the end vector.
+
+Untruncated (tiny epsrel) this reproduces sequential PT-TEMPO with the same
+memory cut to rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as default_np
+
+from . import _validation as check
+from ._threads import hot_loop_threads
+from .backends.host import host_eig, to_backend
+from .backends.numerical_backend import np
+from .bath import Bath
+from .influence import DiscretisedInfluence
+from .parameters import TempoParameters
+from .process_tensor import SimpleProcessTensor
+from .progress import Progress, check_progress_type
+from .results import Dynamics
+from .system import BaseSystem, System
+from .tempo import check_parameters
+from .tn.blocks import (
+    contract_from_newest,
+    dense_transfer,
+    left_orthonormalise,
+    shifted_overlap,
+    split_last_bond,
+)
+from .tn.chain import apply_step_tensor, apply_superoperator
+from .tn.window import advance_window, normalise
+
+
+class UniformProcessTensor:
+    """A process tensor whose step tensor repeats after a start block.
+
+    Step k < K uses ``start_tensors[k]``, every later step ``tensor``; the
+    bond after step k >= K - 1 is closed by ``end_vector`` (traced future).
+
+    Parameters
+    ----------
+    hilbert_space_dimension : system dimension d.
+    dt : time step.
+    start_tensors : K tensors T_k[b, b', c]; the first has b = 1, the last
+        b' = chi.
+    tensor : T[b, b', c], shape (chi, chi, m), the tensor of every later step.
+    end_vector : (chi,) closes the bond with a traced future (fixed point of
+        the trace-weighted transfer matrix).
+    transform_in, transform_out : (d^2, d^2) basis maps (None: identity).
+    classes : (d^2,) class of each Liouville index (None: identity).
+    name, description : optional text.
+    """
+
+    def __init__(self, hilbert_space_dimension: int, dt: float, start_tensors: Any,
+                 tensor: Any, end_vector: Any, transform_in: Any = None,
+                 transform_out: Any = None, classes: Any = None, name: str | None = None,
+                 description: str | None = None):
+        self._dimension = check.positive_integer(hilbert_space_dimension,
+                                                 "hilbert_space_dimension")
+        self._dt = check.positive_number(dt, "dt")
+        d2 = self._dimension**2
+        classes = default_np.arange(d2) if classes is None else default_np.asarray(classes)
+        if classes.shape != (d2,) or classes.dtype.kind not in "iu" or classes.min() < 0:
+            raise ValueError(f"classes must be {d2} non-negative integers")
+        self._classes = classes.astype(int)
+        m = int(classes.max()) + 1
+        tensor = default_np.asarray(tensor, dtype=complex)
+        if tensor.ndim != 3 or tensor.shape[0] != tensor.shape[1] or tensor.shape[2] != m:
+            raise ValueError(f"tensor must have shape (chi, chi, {m}); got {tensor.shape}")
+        chi = tensor.shape[0]
+        end_vector = default_np.asarray(end_vector, dtype=complex)
+        if end_vector.shape != (chi,):
+            raise ValueError(f"end_vector must have shape ({chi},); got {end_vector.shape}")
+        blocks = [default_np.asarray(t, dtype=complex) for t in start_tensors]
+        if not blocks:
+            raise ValueError("start_tensors must hold at least one tensor")
+        left = 1
+        for i, block in enumerate(blocks):
+            if block.ndim != 3 or block.shape[0] != left or block.shape[2] != m:
+                raise ValueError(f"start_tensors[{i}] must have shape ({left}, b', {m}); "
+                                 f"got {block.shape}")
+            left = block.shape[1]
+        if left != chi:
+            raise ValueError(f"the last start tensor must end on the bond of tensor ({chi}); "
+                             f"got {left}")
+        self._blocks = blocks
+        self._tensor = tensor
+        self._end = end_vector
+        weights = _trace_weights(self._classes, self._dimension)
+        caps = [end_vector]
+        for block in reversed(blocks[1:]):
+            caps.append(block @ weights @ caps[-1])
+        self._start_caps = caps[::-1]  # cap after start step k, k = 0..K-1
+        eye = default_np.identity(d2, dtype=complex)
+        self._transform_in = eye if transform_in is None else check.square_matrix(
+            transform_in, "transform_in", d2)
+        self._transform_out = eye if transform_out is None else check.square_matrix(
+            transform_out, "transform_out", d2)
+        self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+
+    @property
+    def dimension(self) -> int:
+        """System dimension d."""
+        return self._dimension
+
+    hilbert_space_dimension = dimension
+
+    @property
+    def dt(self) -> float:
+        """Time step."""
+        return self._dt
+
+    @property
+    def bond_dimension(self) -> int:
+        """chi, the dimension of the repeating bond."""
+        return self._tensor.shape[0]
+
+    @property
+    def num_start_steps(self) -> int:
+        """K, the number of steps of the start block (the memory cut)."""
+        return len(self._blocks)
+
+    @property
+    def tensor(self) -> default_np.ndarray:
+        """T[b, b', c] (chi, chi, m), the tensor of every step after the start block."""
+        return self._tensor.copy()
+
+    @property
+    def start_tensors(self) -> list[default_np.ndarray]:
+        """The K tensors of the first steps (the bath with no past)."""
+        return [block.copy() for block in self._blocks]
+
+    @property
+    def end_vector(self) -> default_np.ndarray:
+        """(chi,) cap for a traced future."""
+        return self._end.copy()
+
+    @property
+    def classes(self) -> default_np.ndarray:
+        """Class of each Liouville index, (d^2,)."""
+        return self._classes.copy()
+
+    @property
+    def transform_in(self) -> default_np.ndarray:
+        """(d^2, d^2) map of vec(rho) into the tensor's basis."""
+        return self._transform_in.copy()
+
+    @property
+    def transform_out(self) -> default_np.ndarray:
+        """(d^2, d^2) map back to the system's basis."""
+        return self._transform_out.copy()
+
+    def get_step_tensor(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """(T[b, b', c], classes) of ``step`` (any step >= 0)."""
+        step = check.positive_integer(step, "step", minimum=0)
+        tensor = self._blocks[step] if step < len(self._blocks) else self._tensor
+        return tensor, self._classes
+
+    def get_cap(self, step: int) -> default_np.ndarray:
+        """Vector that closes the bond after ``step`` with a traced future."""
+        step = check.positive_integer(step, "step", minimum=0)
+        return self._start_caps[step] if step < len(self._blocks) else self._end
+
+    def trace_transfer_matrix(self) -> default_np.ndarray:
+        """E[b, b'] = sum_c w_c T[b, b', c], w = 1/d on each diagonal index."""
+        return self._tensor @ _trace_weights(self._classes, self._dimension)
+
+    def to_process_tensor(self, num_steps: int, name: str | None = None,
+                          description: str | None = None) -> SimpleProcessTensor:
+        """The finite process tensor of ``num_steps`` steps (same format as PT-TEMPO).
+
+        The last step absorbs its cap; the repeated steps share one array
+        (no copies on the host).
+        """
+        num_steps = check.positive_integer(num_steps, "num_steps")
+        pt = SimpleProcessTensor(
+            self._dimension, self._dt, transform_in=self._transform_in,
+            transform_out=self._transform_out, classes=self._classes,
+            name=self.name if name is None else name,
+            description=self.description if description is None else description)
+        for step in range(num_steps - 1):
+            pt.set(step, self.get_step_tensor(step)[0])
+        last = num_steps - 1
+        pt.set(last, default_np.einsum("bcx,c->bx", self.get_step_tensor(last)[0],
+                                       self.get_cap(last))[:, None, :])
+        return pt
+
+    def __str__(self) -> str:
+        return (f"UniformProcessTensor {self.name!r}: dt={self.dt}, dimension "
+                f"{self.dimension}, bond dimension {self.bond_dimension}, "
+                f"start block of {self.num_start_steps} steps")
+
+
+def _trace_weights(classes: default_np.ndarray, dimension: int) -> default_np.ndarray:
+    """w[c]: 1/d for each diagonal Liouville index (a, a), summed per class."""
+    weights = default_np.zeros(int(classes.max()) + 1)
+    for a in range(dimension):
+        weights[classes[a * dimension + a]] += 1.0 / dimension
+    return weights
+
+
+def check_memory_parameters(parameters: Any) -> TempoParameters:
+    """``parameters`` as TempoParameters with a memory cut, else a clear error."""
+    parameters = check_parameters(parameters)
+    if parameters.dkmax is None:
+        raise ValueError("a uniform process tensor needs a memory cut: give TempoParameters "
+                         "with tcut or dkmax (full memory has no repeating tensor)")
+    return parameters
+
+
+def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: float,
+                          build_epsrel: float | None = None, progress_type: str = "silent",
+                          title: str = "uniform PT") -> dict[str, Any]:
+    """Start block, repeating tensor and end vector of the uniform PT (host arrays).
+
+    Runs the memory window over 2K points (K = ``dkmax``): the first K points
+    are split off as the start block (orthonormal tensors, the bath with no
+    past), the last K stay in the window. The window's Schmidt vectors at its
+    bond to the start block (cut with ``epsrel``) span the functions g of the
+    module docstring; the window itself is truncated with ``build_epsrel``
+    (default ``epsrel``). Returns a dict with 'start_tensors' (K tensors
+    T[b, b', c]), 'tensor' (chi, chi, m), 'end' (chi,), 'eigenvalue' (the
+    factor T was divided by), 'singular_values' and 'max_bond' (largest bond
+    during the build).
+    """
+    m = influence.num_classes
+    k = int(dkmax)
+    build_epsrel = epsrel if build_epsrel is None else build_epsrel
+    own = to_backend(influence.own_factor())
+    lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
+    class_index = np.arange(m)
+    window: list[Any] = []
+    finalized: list[Any] = []
+    max_bond = 1
+    with Progress(2 * k, progress_type, title) as progress:
+        for step in range(2 * k):
+            if step == 0:
+                window = [own.reshape(1, m, 1)]
+            else:
+                n = len(window)
+                oldest = "finalize" if n >= k else "keep"
+                front = window[0][0]
+                theta = np.broadcast_to(front[None], (m,) + front.shape)
+                window, done = advance_window(window, theta, class_index, lags[:n], own,
+                                              build_epsrel, oldest)
+                if done is not None:
+                    finalized.append(done)
+            window[0], _ = normalise(window[0])
+            max_bond = max([max_bond] + [site.shape[2] for site in window])
+            progress.set_postfix(bond=max_bond)
+            progress.update()
+    # window: points k..2k-1 (newest first); finalized: points 0..k-1 (oldest first)
+    chain, singular_values, coefficients = split_last_bond(left_orthonormalise(window), epsrel)
+    weights = _trace_weights(influence.classes, influence.bath.dimension)
+    weights_b = to_backend(weights)
+    moved = shifted_overlap(chain, own, lags)  # M[c, s', s]
+    host_tensor = default_np.transpose(default_np.asarray(np.to_host(moved)), (2, 1, 0))
+    trace_end = default_np.asarray(np.to_host(
+        contract_from_newest(chain, [weights_b] * len(chain))))
+    values, vectors = host_eig(host_tensor @ weights)
+    values = default_np.asarray(np.to_host(values))
+    vectors = default_np.asarray(np.to_host(vectors))
+    leading = int(default_np.argmax(default_np.abs(values)))
+    eigenvalue = complex(values[leading])
+    end = vectors[:, leading]
+    # the eigenvector's scale: that of the exact cap of the uncompressed bond
+    end = end * (complex(default_np.vdot(end, trace_end)) / complex(default_np.vdot(end, end)))
+    # start block: T[r, l, c] from the split-off sites M[l, c, r]; its last
+    # bond goes to the Schmidt basis
+    start_tensors = [default_np.transpose(default_np.asarray(np.to_host(site)), (2, 0, 1))
+                     for site in finalized]
+    coefficients = default_np.asarray(np.to_host(coefficients))
+    start_tensors[-1] = default_np.einsum("rbc,sb->rsc", start_tensors[-1], coefficients)
+    # normalise: all-diagonal (traced) history evaluates to 1, spread over the block
+    vector = end
+    for tensor in reversed(start_tensors):
+        vector = tensor @ weights @ vector
+    total = complex(vector[0])
+    factor = total ** (-1.0 / len(start_tensors))
+    start_tensors = [tensor * factor for tensor in start_tensors]
+    return {"start_tensors": start_tensors, "tensor": host_tensor / eigenvalue, "end": end,
+            "eigenvalue": eigenvalue, "singular_values": default_np.asarray(
+                np.to_host(singular_values)), "max_bond": max_bond}
+
+
+class UniformPtBuilder:
+    """Builds a :class:`UniformProcessTensor` of ``bath`` (stationary, memory cut).
+
+    Parameters
+    ----------
+    bath : the Bath.
+    parameters : TempoParameters with tcut or dkmax (required).
+    unique : merge Liouville indices with equal coupling eigenvalue pairs.
+    name, description : optional text.
+
+    Attributes: ``build_epsrel`` (set before ``compute``) truncates the window
+    during the build (None: ``parameters.epsrel``); after ``compute``,
+    ``info`` holds the leading eigenvalue T was divided by, the Schmidt values
+    of the cut and the largest bond of the build.
+    """
+
+    def __init__(self, bath: Bath, parameters: TempoParameters, unique: bool = False,
+                 name: str | None = None, description: str | None = None):
+        if not isinstance(bath, Bath):
+            raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+        self._parameters = check_memory_parameters(parameters)
+        self.bath = bath
+        self.unique = bool(unique)
+        self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+        self._influence = DiscretisedInfluence(
+            bath, parameters.dt, unique=unique,
+            add_correlation_time=parameters.add_correlation_time,
+            last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+        self._result: UniformProcessTensor | None = None
+        self.build_epsrel: float | None = None
+        self.info: dict[str, Any] = {}
+
+    def compute(self, progress_type: str | None = None) -> UniformProcessTensor:
+        """Build the uniform PT (once; later calls return the same object)."""
+        progress_type = check_progress_type(progress_type)
+        if self._result is None:
+            parameters = self._parameters
+            with hot_loop_threads():
+                built = build_uniform_tensors(self._influence, parameters.dkmax,
+                                              parameters.epsrel, self.build_epsrel,
+                                              progress_type)
+            to_eigen, from_eigen = self._influence.liouville_transforms()
+            self.info = {key: built[key] for key in ("eigenvalue", "singular_values",
+                                                      "max_bond")}
+            self._result = UniformProcessTensor(
+                self.bath.dimension, parameters.dt, built["start_tensors"], built["tensor"],
+                built["end"], transform_in=to_eigen, transform_out=from_eigen,
+                classes=self._influence.classes, name=self.name,
+                description=self.description)
+        return self._result
+
+
+def pt_uniform_compute(bath: Bath, parameters: TempoParameters, unique: bool = False,
+                       progress_type: str | None = None, name: str | None = None,
+                       description: str | None = None) -> UniformProcessTensor:
+    """The uniform process tensor of ``bath`` for ``parameters`` (memory cut required).
+
+    Cost: about 2K memory-window steps (K = dkmax), independent of how many
+    steps it is used for.
+    """
+    return UniformPtBuilder(bath, parameters, unique=unique, name=name,
+                            description=description).compute(progress_type=progress_type)
+
+
+def _check_uniform(system: Any, uniform_pt: Any) -> None:
+    if not isinstance(system, BaseSystem):
+        raise TypeError(f"system must be a System or TimeDependentSystem; "
+                        f"got {type(system).__name__}")
+    if not isinstance(uniform_pt, UniformProcessTensor):
+        raise TypeError(f"uniform_pt must be a UniformProcessTensor; "
+                        f"got {type(uniform_pt).__name__}")
+    if uniform_pt.dimension != system.dimension:
+        raise ValueError(f"uniform_pt has dimension {uniform_pt.dimension} but the system has "
+                         f"dimension {system.dimension}")
+
+
+def compute_uniform_dynamics(system: BaseSystem, initial_state: Any, num_steps: int,
+                             uniform_pt: UniformProcessTensor, start_time: float = 0.0,
+                             record_all: bool = True,
+                             progress_type: str | None = None) -> Dynamics:
+    """Reduced dynamics for ``num_steps`` steps from a uniform process tensor.
+
+    The same time stepping as :func:`~nonmarkov.compute_dynamics` (half step
+    of the system, the PT step in its basis, half step); the state v[b, alpha]
+    (chi, d^2) is read out with the cap of its bond. Cost O(num_steps chi^2
+    d^2); memory independent of ``num_steps`` (with ``record_all=False`` the
+    result holds only the first and the last state).
+
+    Returns a :class:`Dynamics` with times start_time + k dt, k = 0..num_steps.
+    """
+    _check_uniform(system, uniform_pt)
+    d = system.dimension
+    rho0 = check.density_matrix(initial_state, "initial_state", d)
+    num_steps = check.positive_integer(num_steps, "num_steps", minimum=0)
+    start_time = check.real_number(start_time, "start_time")
+    progress_type = check_progress_type(progress_type)
+    dt = uniform_pt.dt
+    propagators = system.get_propagators(dt, start_time)
+    classes = np.asarray(uniform_pt.classes)
+    num_start = uniform_pt.num_start_steps
+    on_device: dict[int, tuple[Any, Any]] = {}
+
+    def step_arrays(step: int) -> tuple[Any, Any]:
+        key = min(step, num_start)
+        if key not in on_device:
+            on_device[key] = (to_backend(uniform_pt.get_step_tensor(step)[0]),
+                              to_backend(uniform_pt.get_cap(step)))
+            if key < num_start - 1:  # start steps are used once
+                return on_device.pop(key)
+        return on_device[key]
+
+    dynamics = Dynamics(name="dynamics")
+    dynamics.add(start_time, rho0)
+    state = to_backend(rho0.reshape(1, -1))
+    cache: tuple[Any, ...] | None = None
+    transform_in, transform_out = uniform_pt.transform_in, uniform_pt.transform_out
+    with hot_loop_threads(), Progress(num_steps, progress_type, "uniform dynamics") as progress:
+        for step in range(num_steps):
+            first, second = propagators(step)
+            if cache is None or first is not cache[0] or second is not cache[1]:
+                cache = (first, second, to_backend(transform_in @ first),
+                         to_backend(second @ transform_out))
+            tensor, cap = step_arrays(step)
+            state = apply_superoperator(state, cache[2])
+            state = apply_step_tensor(state, tensor, classes, 0)
+            state = apply_superoperator(state, cache[3])
+            if record_all or step == num_steps - 1:
+                vector = np.tensordot(cap, state, axes=([0], [0]))
+                rho = default_np.asarray(np.to_host(vector)).reshape(d, d)
+                dynamics.add(start_time + (step + 1) * dt, rho)
+            progress.update()
+    return dynamics
+
+
+def compute_steady_state(system: System, uniform_pt: UniformProcessTensor,
+                         hermitian: bool = True) -> default_np.ndarray:
+    """Steady state (d, d) of ``system`` coupled to the bath of ``uniform_pt``.
+
+    The leading eigenvector v[b, alpha] of the one-step transfer operator
+    (half step, PT step, half step on the state (chi, d^2)), computed on the
+    host, read out with the end vector and normalised to trace 1.
+    ``hermitian`` returns (rho + rho^dagger) / 2 (the truncated PT leaves a
+    tiny anti-Hermitian part).
+    """
+    _check_uniform(system, uniform_pt)
+    if not isinstance(system, System):
+        raise TypeError(f"system must be a time-independent System for a steady state; "
+                        f"got {type(system).__name__}")
+    d = system.dimension
+    first, second = system.get_propagators(uniform_pt.dt)(0)
+    before = to_backend(uniform_pt.transform_in @ first)
+    after = to_backend(second @ uniform_pt.transform_out)
+    transfer = dense_transfer(to_backend(uniform_pt.tensor), np.asarray(uniform_pt.classes),
+                              before, after)
+    values, vectors = host_eig(transfer)
+    values = default_np.asarray(np.to_host(values))
+    vectors = default_np.asarray(np.to_host(vectors))
+    leading = int(default_np.argmax(default_np.abs(values)))
+    state = vectors[:, leading].reshape(uniform_pt.bond_dimension, d * d)
+    rho = (uniform_pt.end_vector @ state).reshape(d, d)
+    trace = complex(default_np.trace(rho))
+    if abs(trace) == 0.0:
+        raise ValueError("the leading eigenvector of the transfer operator has zero trace; "
+                         "the process tensor is too strongly truncated")
+    rho = rho / trace
+    if hermitian:
+        rho = 0.5 * (rho + rho.conj().T)
+    return rho
