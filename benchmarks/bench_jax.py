@@ -8,6 +8,10 @@ T=0); TEMPO with dt=0.1, tcut=3 (dkmax=30), unique=True, t in [0, 10].
 - B3: the same with epsrel=1e-7 (bond dimension in the hundreds; long on
   NumPy: shorten it with ``--end-time``).
 - S1: spin 1, H_S = S_x, coupling S_z, initial state m=+1, epsrel=1e-4.
+- B2: PT-TEMPO of the B1 bath and coupling (dt=1/16, tcut=4 so dkmax=64,
+  epsrel=2**-14, 128 steps, t in [0, 8]), then ``compute_dynamics`` with
+  H_S = 0.5 sigma_x from spin up; the time column is PT-TEMPO plus the
+  dynamics (each part is also printed separately).
 
 Every run happens in its own process. For each problem the table gives the
 NumPy time, the JAX time of a cold process (with compilation; the
@@ -42,6 +46,8 @@ PROBLEMS = {
     "B1": {"spin": "1/2", "epsrel": 1e-4, "end_time": 10.0},
     "B3": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
     "S1": {"spin": "1", "epsrel": 1e-4, "end_time": 10.0},
+    "B2": {"spin": "1/2", "epsrel": 2.0**-14, "end_time": 8.0, "kind": "pt",
+           "dt": 1.0 / 16.0, "tcut": 4.0},
 }
 DT, TCUT = 0.1, 3.0
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
@@ -82,14 +88,26 @@ def run_worker(problem: str, end_time: float) -> dict:
     record: dict = {"problem": problem, "backend": backend, "end_time": end_time,
                     "device": nm.backends.info()["default_device"],
                     "import_s": time.perf_counter() - start}
-    parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=spec["epsrel"])
+    parameters = nm.TempoParameters(dt=spec.get("dt", DT), tcut=spec.get("tcut", TCUT),
+                                    epsrel=spec["epsrel"])
     start = time.perf_counter()
-    tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
-    dynamics = tempo.compute(end_time, progress_type="silent")
+    if spec.get("kind") == "pt":
+        pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters)
+        process_tensor = pt_tempo.get_process_tensor(progress_type="silent")
+        record["pt_s"] = time.perf_counter() - start
+        record["pt_compile_s"] = compile_seconds[0]
+        middle = time.perf_counter()
+        dynamics = nm.compute_dynamics(system, rho0, process_tensor=process_tensor,
+                                       progress_type="silent")
+        record["dynamics_s"] = time.perf_counter() - middle
+        record["max_bond_dimension"] = pt_tempo.max_bond_dimension
+    else:
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
+        dynamics = tempo.compute(end_time, progress_type="silent")
+        record["max_bond_dimension"] = tempo.max_bond_dimension
     record["tempo_s"] = time.perf_counter() - start
     record["compile_s"] = compile_seconds[0]
     record["steps"] = len(dynamics) - 1
-    record["max_bond_dimension"] = tempo.max_bond_dimension
     states = np.asarray(dynamics.states)
     record["states_re"] = states.real.tolist()
     record["states_im"] = states.imag.tolist()
@@ -224,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{cold['tempo_s'] / seconds:7.2f} {warm_ratio} {deviation:9.1e}  "
                     f"{cold['device']}")
         print(rows[-1], flush=True)
+        if "pt_s" in numpy_record:
+            parts = [("numpy", numpy_record), ("jax cold", cold), ("jax warm", warm)]
+            rows.append("  " + ", ".join(
+                f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}), "
+                f"dynamics {item['dynamics_s']:.2f} s" for name, item in parts if item))
+            print(rows[-1], flush=True)
     print("\n" + header)
     print("\n".join(rows))
     if args.json:

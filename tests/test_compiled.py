@@ -6,9 +6,15 @@
 - after compilation the steps make no implicit host transfers and fetch
   once per chunk;
 - single precision runs in complex64 and stays close to double;
-- the persistent compilation cache option.
+- the persistent compilation cache option;
+- PT-TEMPO with the compiled window (``oldest='finalize'``) gives the NumPy
+  process tensor (bond dimensions, step-tensor norms, dynamics), also while
+  the bond bucket grows and when streamed to a file;
+- ``compute_dynamics`` as one compiled scan (one or two process tensors,
+  record_all on and off, a prefix of the process tensor) equals the NumPy step
+  loop; a control keeps the loop.
 
-Skipped on the NumPy backend (the compiled window is used with JAX only).
+Skipped on the NumPy backend (the compiled kernels are used with JAX only).
 """
 
 from __future__ import annotations
@@ -264,3 +270,134 @@ def test_info_names_the_device():
     assert details["default_device"].split(" ")[0].endswith(f":{default.id}")
     assert default.device_kind in details["default_device"]
     assert details["devices"][0] == details["default_device"]
+
+
+# --------------------------------------------------------------------------
+# PT-TEMPO with the compiled window (oldest='finalize')
+# --------------------------------------------------------------------------
+
+def run_pt_tempo(bath, parameters, end_time, backend="jax", filename=None, **engine):
+    """A PT-TEMPO run; ``engine`` sets the compiled window's bucket/chunk."""
+    saved = (compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK)
+    compiled.DEFAULT_INITIAL_BOND = engine.get("initial_bond", saved[0])
+    compiled.DEFAULT_CHUNK = engine.get("chunk", saved[1])
+    try:
+        with backends.use_backend(backend, "double"):
+            pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters,
+                                  process_tensor_file=filename)
+            process_tensor = pt_tempo.get_process_tensor(progress_type="silent")
+    finally:
+        compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK = saved
+    return process_tensor, pt_tempo
+
+
+def pt_dynamics(process_tensor, backend="numpy"):
+    """Spin-boson dynamics (H_S = 0.5 sx + 0.2 sz, spin up) with ``process_tensor``."""
+    with backends.use_backend(backend, "double"):
+        dynamics = nm.compute_dynamics(nm.System(0.5 * SX + 0.2 * SZ), numpy.diag([1.0, 0.0]),
+                                       process_tensor=process_tensor, progress_type="silent")
+    return numpy.asarray(dynamics.states)
+
+
+@pytest.mark.parametrize("dkmax", [2, 3])
+def test_compiled_pt_tempo_agrees_with_numpy(dkmax):
+    """Same process tensor (bonds, norms, dynamics) as NumPy; the bond bucket grows."""
+    bath = spin_boson()[1]
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3)
+    on_numpy, reference = run_pt_tempo(bath, parameters, 1.4, backend="numpy")
+    assert pt_tempo._engine is not None and reference._engine is None
+    assert pt_tempo._engine.bond > 4  # outgrew the first bucket: chunks were redone
+    assert pt_tempo.max_bond_dimension == reference.max_bond_dimension
+    assert len(on_jax) == len(on_numpy) == 14
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
+                                     on_numpy.get_bond_dimensions())
+    # a step tensor is fixed up to unitary gauges on its bonds: its norm (with the
+    # log-norm share it received) is not
+    for step in range(len(on_numpy)):
+        tensors = [pt.get_step_tensor(step)[0] for pt in (on_jax, on_numpy)]
+        numpy.testing.assert_allclose(*[numpy.linalg.norm(t) for t in tensors], rtol=1e-8)
+    numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
+
+
+def test_compiled_pt_tempo_streams_to_a_file(tmp_path):
+    bath = spin_boson()[1]
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=2)
+    in_memory, _ = run_pt_tempo(bath, parameters, 1.0)
+    filename = tmp_path / "pt.hdf5"
+    on_file, pt_tempo = run_pt_tempo(bath, parameters, 1.0, filename=filename)
+    assert pt_tempo._engine is not None
+    assert isinstance(on_file, nm.FileProcessTensor) and filename.is_file()
+    assert len(on_file) == len(in_memory) == 10
+    numpy.testing.assert_array_equal(on_file.get_bond_dimensions(),
+                                     in_memory.get_bond_dimensions())
+    numpy.testing.assert_allclose(pt_dynamics(on_file, "jax"), pt_dynamics(in_memory),
+                                  rtol=0, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# compute_dynamics as one compiled scan
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_process_tensors():
+    """Two short process tensors of different baths and bonds (built with NumPy)."""
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=3)
+    baths = [spin_boson()[1], nm.Bath(0.5 * SX, nm.PowerLawSD(0.1, 1.0, 3.0))]
+    with backends.use_backend("numpy", "double"):
+        return [nm.PtTempo(bath, 0.0, 1.2, parameters).get_process_tensor(
+            progress_type="silent") for bath in baths]
+
+
+@pytest.mark.parametrize("record_all", [True, False])
+@pytest.mark.parametrize("num_baths", [1, 2])
+def test_scanned_dynamics_agrees_with_the_step_loop(two_process_tensors, monkeypatch,
+                                                    num_baths, record_all):
+    from nonmarkov.tn import compiled_chain
+
+    calls = []
+    original = compiled_chain.run_chain
+    monkeypatch.setattr(compiled_chain, "run_chain",
+                        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    process_tensor = two_process_tensors[0] if num_baths == 1 else two_process_tensors
+    system = nm.System(0.5 * SX + 0.2 * SZ)
+    rho0 = spin_boson()[2]
+    results = {}
+    for backend in ("numpy", "jax"):
+        with backends.use_backend(backend, "double"):
+            dynamics = nm.compute_dynamics(system, rho0, process_tensor=process_tensor,
+                                           record_all=record_all, progress_type="silent")
+        results[backend] = (numpy.asarray(dynamics.times), numpy.asarray(dynamics.states))
+    assert calls == [1]  # the JAX run took the scan, the NumPy run the loop
+    assert len(results["jax"][0]) == (13 if record_all else 2)
+    numpy.testing.assert_allclose(results["jax"][0], results["numpy"][0], rtol=0, atol=1e-12)
+    numpy.testing.assert_allclose(results["jax"][1], results["numpy"][1], rtol=0, atol=1e-10)
+
+
+def test_dynamics_with_control_keeps_the_step_loop(two_process_tensors, monkeypatch):
+    from nonmarkov.tn import compiled_chain
+
+    monkeypatch.setattr(compiled_chain, "run_chain", None)  # any use would fail
+    system = nm.System(0.5 * SX)
+    control = nm.Control(2)
+    control.add_single(3, nm.operators.left_super(SX) @ nm.operators.right_super(SX))
+    results = []
+    for backend in ("numpy", "jax"):
+        with backends.use_backend(backend, "double"):
+            results.append(numpy.asarray(nm.compute_dynamics(
+                system, numpy.diag([1.0, 0.0]), process_tensor=two_process_tensors[0],
+                control=control, progress_type="silent").states))
+    numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)
+
+
+def test_scanned_dynamics_of_a_prefix_uses_the_whole_process_tensor(two_process_tensors):
+    """num_steps shorter than the process tensor: the caps still close its full future."""
+    system = nm.System(0.5 * SX + 0.2 * SZ)
+    results = []
+    for backend in ("numpy", "jax"):
+        with backends.use_backend(backend, "double"):
+            results.append(numpy.asarray(nm.compute_dynamics(
+                system, numpy.diag([0.0, 1.0]), process_tensor=two_process_tensors,
+                num_steps=5, progress_type="silent").states))
+    assert len(results[1]) == 6
+    numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)

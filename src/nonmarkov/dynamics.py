@@ -16,6 +16,14 @@ one backward pass over the process tensor that keeps only the cap vectors
 fetches each step tensor when it needs it, so a process tensor read from a
 file never has to fit in memory. A :class:`SimpleProcessTensor`, already in
 memory, is moved to the backend whole instead (one transfer per tensor).
+
+With the JAX backend, a time-independent :class:`System` without control and
+in-memory process tensors run as one compiled ``lax.scan`` over the steps
+(:func:`nonmarkov.tn.compiled_chain.run_chain`): the step tensors are padded
+to one bond dimension and stacked, moved to the device once, and the
+read-outs come back in one transfer at the end. Anything else (a
+time-dependent system, a control, a process tensor read from a file) runs
+the step loop below.
 """
 
 from __future__ import annotations
@@ -34,13 +42,15 @@ from .control import Control
 from .process_tensor import BaseProcessTensor, SimpleProcessTensor, TrivialProcessTensor
 from .progress import Progress, check_progress_type
 from .results import Dynamics
-from .system import BaseSystem
+from .system import BaseSystem, System
 from .tn.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds, future_caps
 
 _DT_TOLERANCE = 1e-10
 # step tensors of a streamed process tensor kept on the host between the
 # backward (caps) and the forward pass, so that a small one is read only once
 _STREAM_CACHE_BYTES = 64 * 2**20
+# largest stacked, padded step tensors (all process tensors) run by the compiled scan
+_SCAN_BYTES = 2 * 2**30
 
 
 def _as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
@@ -205,6 +215,9 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
                              f"has dimension {system.dimension}")
     dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
+    if _scan_applies(system, control, process_tensors, num_steps):
+        return _compute_scanned(system, rho0, dt, num_steps, start_time, process_tensors,
+                                propagators, record_all, progress_type)
     on_backend = [_ProcessTensorOnBackend(pt, num_steps, record_all) for pt in process_tensors]
     num_bonds = len(on_backend)
     d = system.dimension
@@ -233,4 +246,53 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
                 rho = default_np.asarray(np.to_host(vector)).reshape(d, d)
                 dynamics.add(start_time + (step + 1) * dt, rho)
             progress.update()
+    return dynamics
+
+
+def _scan_applies(system: BaseSystem, control: Control | None,
+                  process_tensors: list[BaseProcessTensor], num_steps: int) -> bool:
+    """Whether the compiled scan over steps can run this computation (JAX backend)."""
+    if np.backend_name != "jax" or control is not None or type(system) is not System:
+        return False
+    if num_steps < 1 or not process_tensors:
+        return False
+    if not all(isinstance(pt, SimpleProcessTensor) and len(pt) > 0 for pt in process_tensors):
+        return False
+    size = default_np.dtype(np.dtype_complex).itemsize
+    total = 0
+    for pt in process_tensors:
+        bonds = pt.get_bond_dimensions()
+        classes = int(default_np.asarray(pt.classes).max()) + 1
+        total += num_steps * int(bonds.max()) ** 2 * classes * size
+    return total <= _SCAN_BYTES
+
+
+def _compute_scanned(system: BaseSystem, rho0: Any, dt: float, num_steps: int,
+                     start_time: float, process_tensors: list[BaseProcessTensor],
+                     propagators: Any, record_all: bool, progress_type: str) -> Dynamics:
+    """``compute_dynamics`` as one compiled scan (see the module docstring)."""
+    from .tn.compiled_chain import run_chain, stack_padded
+
+    dtype = np.dtype_complex
+    d = system.dimension
+    first, second = propagators(0)
+    baths = []
+    for pt in process_tensors:
+        tensors = [default_np.asarray(pt.get_step_tensor(k)[0]) for k in range(len(pt))]
+        classes = default_np.asarray(pt.get_step_tensor(0)[1], dtype=int)
+        weights = default_np.asarray(np.to_host(_future_weights(classes, pt.dimension)))
+        caps = [default_np.ones((tensors[-1].shape[1],), dtype=dtype)]
+        for tensor in tensors[:0:-1]:  # cap before step k from the cap after it
+            caps.append(default_np.einsum("bcp,p,c->b", tensor, weights, caps[-1]))
+        caps = caps[::-1][:num_steps]
+        stacked, stacked_caps = stack_padded(tensors[:num_steps], caps, dtype)
+        baths.append((pt.transform_in, pt.transform_out, classes, stacked, stacked_caps))
+    dynamics = Dynamics(name="dynamics")
+    dynamics.add(start_time, rho0)
+    with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics") as progress:
+        readouts = run_chain(rho0.reshape(-1), first, second, baths, record_all)
+        progress.update(num_steps)
+    steps = range(1, num_steps + 1) if record_all else [num_steps]
+    for step, vector in zip(steps, readouts):
+        dynamics.add(start_time + step * dt, vector.reshape(d, d))
     return dynamics

@@ -15,6 +15,11 @@ per step; the tensors still in the window at the end share the rest evenly.
 The shares add up to L, so the process tensor is exact whatever the split.
 With ``process_tensor_file`` the step tensors are streamed to an HDF5 file as
 they are finalised, and the whole process tensor is never held in memory.
+
+With the JAX backend every step after the first runs as one compiled kernel
+(:class:`nonmarkov.tn.compiled.CompiledWindow` with ``oldest='finalize'``);
+the finalised sites and their log-scales are fetched in chunks of steps and
+handed to the same sink, so files and norm shares are as with NumPy.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from .process_tensor import BaseProcessTensor, SimpleProcessTensor
 from .progress import Progress, check_progress_type
 from .tempo import check_parameters
 from .tn.window import advance_window, normalise
+
+PT_METHODS = ("sequential", "repeated_block")
 
 
 class PtTempo:
@@ -90,6 +97,7 @@ class PtTempo:
             last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
+        self._engine: Any = None  # the compiled window of a JAX run
 
     @property
     def process_tensor_file(self) -> str | None:
@@ -164,6 +172,9 @@ class PtTempo:
 
     def _run(self, sink: _StepSink, progress_type: str) -> None:
         """The PT-TEMPO loop; hands every finalised site to ``sink``."""
+        if np.backend_name == "jax":
+            self._run_compiled(sink, progress_type)
+            return
         influence = self._influence
         m = influence.num_classes
         dkmax = self._parameters.dkmax
@@ -195,6 +206,50 @@ class PtTempo:
                 self._max_bond_dimension = max(self._max_bond_dimension, bond)
                 progress.set_postfix(bond=self._max_bond_dimension)
                 progress.update()
+        sink.finish(list(reversed(window)), log_scale)
+
+    def _run_compiled(self, sink: _StepSink, progress_type: str) -> None:
+        """The PT-TEMPO loop with the compiled window (JAX backend).
+
+        The step of :meth:`_run` is the TEMPO step with no system: the new
+        point couples to the front through an all-ones (m, m) ``between`` and
+        the identity as class projector.
+        """
+        from .tn.compiled import CompiledWindow
+
+        influence = self._influence
+        m = influence.num_classes
+        own = default_np.asarray(influence.own_factor())
+        carrier_rows = default_np.asarray(influence.carrier_rows)
+        norm = float(default_np.linalg.norm(own))
+        log_scale = math.log(norm) if norm > 0.0 else 0.0
+        front = own / norm if norm > 0.0 else own
+        dtype = np.dtype_complex
+        with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
+            progress.update()
+            if self._num_steps == 1:
+                sink.finish([front.reshape(1, m, 1).astype(dtype)], log_scale)
+                return
+            engine = CompiledWindow(
+                front, default_np.eye(m), influence.lag_matrix_rows(1)[carrier_rows]
+                * own[:, None], carrier_rows, influence.lag_matrix_rows, default_np.eye(m),
+                self._parameters.epsrel, self._parameters.dkmax, dtype, log_scale=log_scale,
+                oldest="finalize")
+            self._engine = engine
+            between, identity = default_np.ones((m, m)), default_np.eye(m)
+            step = 1
+            chunk = 64
+            while step < self._num_steps:
+                count = min(chunk, self._num_steps - step)
+                finalised, ranks = engine.advance_finalize(count, between, identity)
+                for k, (done, log_before) in enumerate(finalised):
+                    if done is not None:
+                        sink.add(done, log_before, step + k)
+                step += count
+                self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
+                progress.set_postfix(bond=self._max_bond_dimension)
+                progress.update(count)
+            window, log_scale = engine.host_window()
         sink.finish(list(reversed(window)), log_scale)
 
     def get_process_tensor(self, progress_type: str | None = None) -> BaseProcessTensor:
@@ -277,17 +332,37 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
                      process_tensor_file: str | os.PathLike | bool | None = None,
                      overwrite: bool = False,
                      progress_type: str | None = None, name: str | None = None,
-                     description: str | None = None) -> BaseProcessTensor:
+                     description: str | None = None,
+                     method: str = "sequential") -> BaseProcessTensor:
     """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
 
     If ``parameters`` is None they are guessed (``tolerance`` as given).
     ``process_tensor_file`` and ``overwrite`` as for :class:`PtTempo`.
+    ``method='repeated_block'`` builds the same kind of process tensor for a
+    stationary bath with a memory cut from one repeating block
+    (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of
+    N; docs/long_time.md); ``'sequential'`` is PT-TEMPO step by step.
     """
     from .parameters import guess_tempo_parameters
 
+    if method not in PT_METHODS:
+        raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, **kwargs)
+    if method == "repeated_block":
+        from .pt_repeated import pt_repeated_block_compute
+
+        if process_tensor_file is True:
+            raise ValueError("method='repeated_block' needs a file name for "
+                             "process_tensor_file, not True")
+        pt = pt_repeated_block_compute(bath, start_time, end_time, parameters, unique=unique,
+                                       progress_type=progress_type, name=name,
+                                       description=description)
+        if process_tensor_file in (None, False):
+            return pt
+        pt.export(process_tensor_file, overwrite=overwrite)
+        return FileProcessTensor(process_tensor_file, "read")
     pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique,
                        process_tensor_file=process_tensor_file, overwrite=overwrite,
                        name=name, description=description)

@@ -24,6 +24,13 @@ that XLA compiles it once per shape:
 The optional ``max_rank`` caps every bond like ``max_rank`` of
 :func:`nonmarkov.tn.window.advance_window`.
 
+With ``oldest='finalize'`` (PT-TEMPO) the point whose memory has ended is
+split off instead of traced: the oldest tensor is cut with an SVD (device
+rank rule), ``u s`` is merged into the site before it and ``vh`` is returned
+padded to (D, m, D) with its rank and the log-scale before the step; the host
+collects them per chunk (one fetch) and trims the padding. The read-out
+contraction is skipped in this mode.
+
 Everything here is array algebra; the physics (propagators, influence
 factors) comes in as arrays. Requires JAX.
 """
@@ -99,8 +106,9 @@ def device_kept_rank(singular_values: Any, epsrel: Any, max_rank: int | None = N
 
 
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
-          constants: dict[str, Any], memory: int, max_rank: int | None) -> tuple[Any, ...]:
-    """One TEMPO window step on padded arrays (traced by ``jax.jit``).
+          constants: dict[str, Any], memory: int, max_rank: int | None,
+          oldest: str = "trace") -> tuple[Any, ...]:
+    """One TEMPO (or PT-TEMPO) window step on padded arrays (traced by ``jax.jit``).
 
     Shapes: front (x, D), sites (L, D, m, D), count () int (sites in use
     besides the front), log_scale () float, between and second (x, x).
@@ -111,8 +119,14 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     The sweeps are scans over all L sites; sites beyond ``count`` skip their
     work (``lax.cond``) and pass the carry through.
 
-    Returns front, sites, count, log_scale, the read-out vector (x,) and the
-    largest wanted rank (int32).
+    ``oldest``: ``'trace'`` (TEMPO: the oldest point is traced out once the
+    window is full) or ``'finalize'`` (PT-TEMPO: it is split off).
+
+    Returns front, sites, count, log_scale, the per-step output and the
+    largest wanted rank (int32). The output is the read-out vector (x,) for
+    ``'trace'``; for ``'finalize'`` it is (site (D, m, D), its rank (int32,
+    0 when nothing was finalised), log_scale before the step, the kept rank
+    of the bond left of each site (L,)).
     """
     _, jnp, lax = _jax()
     dim_x, bond = front.shape
@@ -151,16 +165,30 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
     chain = jnp.concatenate([chain, jnp.zeros_like(chain[:1])])  # (L + 1, wide, m, wide)
 
-    # the oldest point: kept as the last site, or traced into the site before it
+    # the oldest point: kept as the last site, or traced (finalised) into the site before it
     trace = jnp.asarray(memory > 0) & (count + 1 >= memory)
-    vector = last.sum(axis=(1, 2))
     index = jnp.where(trace, jnp.maximum(count - 1, 0), count)
     previous = lax.dynamic_index_in_dim(chain, index, 0, keepdims=False)
-    merged = jnp.pad(jnp.einsum("lpr,r->lp", previous, vector)[:, :, None],
-                     ((0, 0), (0, 0), (0, wide - 1)))
+    if oldest == "finalize":
+        # split off the oldest point: last = (u s) vh, u s stays in the window
+        u, s, vh = jnp.linalg.svd(last[:, :, :bond].reshape(wide, dim_m * bond),
+                                  full_matrices=False)
+        final_rank = device_kept_rank(s, epsrel, max_rank)
+        kept = (jnp.arange(bond) < final_rank).astype(s.dtype)
+        final_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
+        weighted = jnp.pad(u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :],
+                           ((0, 0), (0, wide - bond)))  # (wide, wide)
+        merged = jnp.einsum("lpr,rk->lpk", previous, weighted)
+        front_merged = front_q @ weighted
+        final_rank = jnp.where(trace, final_rank, 0)
+        final_site = jnp.where(trace, final_site, jnp.zeros_like(final_site))
+    else:
+        vector = last.sum(axis=(1, 2))
+        merged = jnp.pad(jnp.einsum("lpr,r->lp", previous, vector)[:, :, None],
+                         ((0, 0), (0, 0), (0, wide - 1)))
+        front_merged = jnp.pad((front_q @ vector)[:, None], ((0, 0), (0, wide - 1)))
     site = jnp.where(trace, jnp.where(count > 0, merged, previous), last)
     chain = lax.dynamic_update_index_in_dim(chain, site, index, 0)
-    front_merged = jnp.pad((front_q @ vector)[:, None], ((0, 0), (0, wide - 1)))
     front_q = jnp.where(trace & (count == 0), front_merged, front_q)
     count = jnp.where(trace, count, count + 1)
 
@@ -189,7 +217,12 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     norm = jnp.linalg.norm(front)
     positive = norm > 0.0
     front = front / jnp.where(positive, norm, 1.0).astype(dtype)
+    log_before = log_scale
     log_scale = log_scale + jnp.where(positive, jnp.log(jnp.where(positive, norm, 1.0)), 0.0)
+    if oldest == "finalize":
+        wanted = jnp.maximum(wanted, final_rank)
+        outputs = (final_site, final_rank, log_before, ranks)
+        return front, new_sites, count, log_scale, outputs, wanted
 
     def contract(carry: tuple[Any, Any], inputs: tuple[Any, Any]) -> tuple[Any, None]:
         j, site = inputs
@@ -222,10 +255,10 @@ def _compiler_options() -> dict[str, Any]:
 
 
 @functools.cache
-def _compiled_step(memory: int, max_rank: int | None,
-                   backend: str) -> Callable[..., tuple[Any, ...]]:
+def _compiled_step(memory: int, max_rank: int | None, backend: str,
+                   oldest: str = "trace") -> Callable[..., tuple[Any, ...]]:
     jax, _, _ = _jax()
-    return jax.jit(functools.partial(_step, memory=memory, max_rank=max_rank),
+    return jax.jit(functools.partial(_step, memory=memory, max_rank=max_rank, oldest=oldest),
                    compiler_options=_compiler_options())
 
 
@@ -268,13 +301,21 @@ class CompiledWindow:
     initial_bond : first bond bucket (default :data:`DEFAULT_INITIAL_BOND`).
     chunk : steps run between two fetches (default :data:`DEFAULT_CHUNK`).
     max_rank : optional hard cap on every bond.
+    oldest : ``'trace'`` (TEMPO, run with :meth:`advance`) or ``'finalize'``
+        (PT-TEMPO, run with :meth:`advance_finalize`).
     """
 
     def __init__(self, front: Any, projector: Any, first: Any, carrier: Any,
                  lag_rows: Callable[[int], Any], out_map: Any, epsrel: float,
                  memory: int | None, dtype: Any, log_scale: float = 0.0,
                  initial_bond: int | None = None, chunk: int | None = None,
-                 max_rank: int | None = None):
+                 max_rank: int | None = None, oldest: str = "trace"):
+        if oldest not in ("trace", "finalize"):
+            raise ValueError(f"oldest must be 'trace' or 'finalize'; got {oldest!r}")
+        self._oldest = oldest
+        #: right bond of the oldest window site (left bond of the last finalised site)
+        self._final_bond = 1
+        self._bond_ranks: list[int] = []
         jax, _, _ = _jax()
         self._jax = jax
         self._dtype = default_np.dtype(dtype)
@@ -366,19 +407,67 @@ class CompiledWindow:
         Returns the read-out vectors (steps, x) on the host and the largest
         kept rank of each step. Fetches once per chunk of steps.
         """
+        if self._oldest != "trace":
+            raise ValueError("advance needs oldest='trace'; use advance_finalize")
         readouts: list[default_np.ndarray] = []
         ranks: list[int] = []
         for begin in range(0, len(propagators), self._chunk):
             chunk_readouts, chunk_ranks = self._run_chunk(
                 propagators[begin:begin + self._chunk])
-            readouts.append(chunk_readouts)
+            readouts.append(default_np.asarray(chunk_readouts))
             ranks.extend(chunk_ranks)
         if not readouts:
             return default_np.zeros((0, self._dim_x), self._dtype), ranks
         return default_np.concatenate(readouts), ranks
 
-    def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
-                                                                         list[int]]:
+    def advance_finalize(self, num_steps: int, between: Any,
+                         second: Any) -> tuple[list[tuple[Any, float]], list[int]]:
+        """Run ``num_steps`` steps with fixed (x, x) ``between`` and ``second`` (PT-TEMPO).
+
+        Returns, per step, (finalised site M[l, c, r] as a trimmed host array
+        (k, m, k') or None, log_scale before the step), and the largest kept
+        rank of each step. Fetches once per chunk of steps.
+        """
+        if self._oldest != "finalize":
+            raise ValueError("advance_finalize needs oldest='finalize'")
+        finalised: list[tuple[Any, float]] = []
+        ranks: list[int] = []
+        for begin in range(0, num_steps, self._chunk):
+            size = min(self._chunk, num_steps - begin)
+            count = self._count
+            outputs, chunk_ranks = self._run_chunk([(between, second)] * size)
+            sites, final_ranks, logs, bond_ranks = outputs
+            self._bond_ranks = [int(rank) for rank in bond_ranks[-1]]
+            for site, rank, log_before in zip(sites, final_ranks, logs):
+                done = None
+                if self._memory and count + 1 >= self._memory:
+                    rank = int(rank)
+                    done = default_np.asarray(site[:rank, :, :self._final_bond])
+                    self._final_bond = rank
+                count = self._next_count(count)
+                finalised.append((done, float(log_before)))
+            ranks.extend(chunk_ranks)
+        return finalised, ranks
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """The window on the host, newest site first: front (1, x, k), then sites (k, m, k').
+
+        The padding is trimmed to the kept ranks of the last step; the oldest
+        site keeps the bond to the last finalised site. Returns the sites and
+        the log-scale of the front.
+        """
+        if self._oldest != "finalize":
+            raise ValueError("host_window needs oldest='finalize'")
+        front, sites, log_scale = self._jax.device_get(
+            (self._front, self._sites[:self._count], self._log_scale))
+        window = [default_np.asarray(front)[None]] + [default_np.asarray(s) for s in sites]
+        bonds = [max(rank, 1) for rank in self._bond_ranks[:self._count]] + [self._final_bond]
+        lefts = [1] + bonds[:-1]
+        trimmed = [site[:left, :, :right] for site, left, right in zip(window, lefts, bonds)]
+        return trimmed, float(log_scale)
+
+    def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
+        """Run a chunk of steps; returns the per-step outputs (host, stacked) and ranks."""
         start = (self._front, self._sites, self._count, self._count_device, self._log_scale)
         while True:
             final_count = start[2]
@@ -386,7 +475,8 @@ class CompiledWindow:
                 final_count = self._next_count(final_count)
             if not self._memory and final_count > self.capacity:
                 self._resize(self.bond, bond_bucket(final_count))
-            step = _compiled_step(self._memory, self._max_rank, self._jax.default_backend())
+            step = _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
+                                  self._oldest)
             front, sites, count, log_scale = self._front, self._sites, self._count_device, \
                 self._log_scale
             outputs = []
@@ -397,6 +487,8 @@ class CompiledWindow:
                 outputs.append((readout, wanted))
             readouts, wanted = self._jax.device_get(
                 ([item[0] for item in outputs], [item[1] for item in outputs]))
+            if self._oldest == "finalize":  # (site, rank, log) per step -> three lists
+                readouts = tuple(list(part) for part in zip(*readouts))
             self.fetches += 1
             wanted = [int(value) for value in wanted]
             largest = max(wanted, default=1)
@@ -411,4 +503,4 @@ class CompiledWindow:
             front, sites, count, log_scale
         self._count = final_count
         self.max_rank_seen = max(self.max_rank_seen, largest)
-        return default_np.asarray(readouts), wanted
+        return readouts, wanted
