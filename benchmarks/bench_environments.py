@@ -19,6 +19,12 @@ reports ratios of times measured in the same invocation.
 
     python benchmarks/bench_environments.py [--problems B4 B5] [--json out.json]
         [--oqupy-python PATH | --no-oqupy] [--reference] [--threads N]
+        [--pt-method sequential|repeated_block] [--epsrel E] [--steps N]
+
+``--pt-method repeated_block`` builds nonmarkov's process tensors with
+``pt_repeated_block_compute`` (stationary bath: 2K window steps instead of N,
+the same PT format; docs/long_time.md) instead of sequential PT-TEMPO; the
+reference always uses sequential PT-TEMPO.
 
 ``--reference`` also runs nonmarkov with a small epsrel (B4: 2**-20, B5: 1e-6;
 same dt and memory cut) and reports each code's max deviation from it
@@ -50,7 +56,15 @@ PHASE_NAMES = {"pt_z": "pt_z", "pt_x": "pt_x", "dynamics": "dynamics",
                "pt_build": "pt_build", "correlations": "correlations"}
 
 
-def _b4(nm, spec: dict, epsrel: float, record: dict) -> None:
+def _build_pt(nm, bath, end_time: float, parameters, method: str):
+    if method == "repeated_block":
+        return nm.pt_repeated_block_compute(bath, 0.0, end_time, parameters,
+                                            progress_type="silent")
+    return nm.PtTempo(bath, 0.0, end_time, parameters).get_process_tensor(
+        progress_type="silent")
+
+
+def _b4(nm, spec: dict, epsrel: float, record: dict, method: str) -> None:
     parameters = nm.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=epsrel)
     end_time = spec["steps"] * spec["dt"]
     pts = []
@@ -60,8 +74,7 @@ def _b4(nm, spec: dict, epsrel: float, record: dict) -> None:
                                      cutoff_type="exponential", temperature=temperature)
         bath = nm.Bath(0.5 * nm.operators.sigma(axis), correlations)
         start = time.perf_counter()
-        pt = nm.PtTempo(bath, 0.0, end_time, parameters).get_process_tensor(
-            progress_type="silent")
+        pt = _build_pt(nm, bath, end_time, parameters, method)
         record["wall_time_s"][name] = time.perf_counter() - start
         record["bond_dimensions"][name] = pt.get_bond_dimensions().tolist()
         pts.append(pt)
@@ -77,7 +90,7 @@ def _b4(nm, spec: dict, epsrel: float, record: dict) -> None:
     record["trace"] = dynamics.expectations(real=True)[1].tolist()
 
 
-def _b5(nm, spec: dict, epsrel: float, record: dict) -> None:
+def _b5(nm, spec: dict, epsrel: float, record: dict, method: str) -> None:
     correlations = nm.PowerLawSD(alpha=spec["alpha"], zeta=1, cutoff=spec["cutoff"],
                                  cutoff_type="exponential", temperature=spec["temperature"])
     bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
@@ -100,7 +113,8 @@ def _b5(nm, spec: dict, epsrel: float, record: dict) -> None:
     record["correlations_imag"] = values.imag.tolist()
 
 
-def run_nonmarkov(problem: str, epsrel: float | None = None) -> dict:
+def run_nonmarkov(problem: str, epsrel: float | None = None,
+                  method: str = "sequential") -> dict:
     """Run one problem with nonmarkov in this process; return the record."""
     start = time.perf_counter()
     import nonmarkov as nm
@@ -108,9 +122,10 @@ def run_nonmarkov(problem: str, epsrel: float | None = None) -> dict:
     spec = PROBLEMS[problem]
     epsrel = spec["epsrel"] if epsrel is None else epsrel
     record: dict = {"problem": problem, "code": "nonmarkov", "epsrel": epsrel,
+                    "pt_method": method,
                     "backend": nm.backends.get_backend(), "wall_time_s": {},
                     "bond_dimensions": {}, "import_s": time.perf_counter() - start}
-    (_b4 if problem == "B4" else _b5)(nm, spec, epsrel, record)
+    (_b4 if problem == "B4" else _b5)(nm, spec, epsrel, record, method)
     record["max_bond_dimension"] = max(max(b) for b in record["bond_dimensions"].values())
     record["maxrss_kib_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return record
@@ -156,12 +171,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="also compute a converged reference (small epsrel)")
     parser.add_argument("--threads", type=int, default=None,
                         help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+    parser.add_argument("--epsrel", type=float, default=None,
+                        help="override B4's epsrel (both codes; to compare converged runs)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="override B4's number of steps (both codes)")
+    parser.add_argument("--pt-method", default="sequential",
+                        choices=["sequential", "repeated_block"],
+                        help="how nonmarkov builds its process tensors")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-epsrel", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:  # a single nonmarkov run in its own process
-        record = run_nonmarkov(args.worker, args.worker_epsrel)
+        if args.steps is not None:
+            PROBLEMS["B4"]["steps"] = args.steps
+        epsrel = args.worker_epsrel if args.worker_epsrel is not None else args.epsrel
+        record = run_nonmarkov(args.worker, epsrel, args.pt_method)
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
@@ -175,11 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     for problem in args.problems:
         entry: dict = {}
         me = [sys.executable, os.path.abspath(__file__), "--worker", problem]
-        entry["nonmarkov"] = _subprocess_json(me, env)
+        overrides = [] if args.epsrel is None else ["--epsrel", repr(args.epsrel)]
+        if args.steps is not None:
+            overrides += ["--steps", str(args.steps)]
+        me += [] if args.steps is None else ["--steps", str(args.steps)]
+        entry["nonmarkov"] = _subprocess_json(
+            me + ["--pt-method", args.pt_method] + overrides, env)
         if oqupy_python:
             entry["oqupy"] = _subprocess_json(
                 [oqupy_python, os.path.join(HERE, "oqupy_environments.py"), "--problem",
-                 problem], env)
+                 problem] + overrides, env)
         if args.reference:
             epsrel = PROBLEMS[problem]["reference_epsrel"]
             entry["reference"] = _subprocess_json(me + ["--worker-epsrel", str(epsrel)], env)

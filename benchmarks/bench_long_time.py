@@ -101,7 +101,7 @@ def run_method(method: str, num_steps: int, epsrel: float) -> dict:
         bond = int(pt.get_bond_dimensions().max())
     elif method == "blocks":
         pt = pt_repeated_block_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
-                                           progress_type="silent")
+                                       progress_type="silent")
         bond = int(pt.get_bond_dimensions().max())
     else:
         builder = UniformPtBuilder(bath, parameters, unique=True)

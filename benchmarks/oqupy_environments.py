@@ -121,7 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", required=True, choices=["B4", "B5"])
     parser.add_argument("--json", required=True, help="output JSON file")
+    parser.add_argument("--epsrel", type=float, default=None, help="override B4's epsrel")
+    parser.add_argument("--steps", type=int, default=None, help="override B4's steps")
     args = parser.parse_args(argv)
+    if args.epsrel is not None:
+        B4["epsrel"] = args.epsrel
+    if args.steps is not None:
+        B4["steps"] = args.steps
     record: dict = {"problem": args.problem, "code": "oqupy",
                     "oqupy_version": oqupy.__version__, "numpy_version": np.__version__,
                     "python_version": platform.python_version(), "wall_time_s": {},

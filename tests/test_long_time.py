@@ -59,7 +59,7 @@ def long_time_states(system, bath, rho0, parameters, num_steps, unique=False):
     by_uniform = compute_uniform_dynamics(system, rho0, num_steps, uniform,
                                           progress_type="silent")
     pt = pt_repeated_block_compute(bath, 0.0, num_steps * parameters.dt, parameters,
-                                       unique=unique, progress_type="silent")
+                                   unique=unique, progress_type="silent")
     by_blocks = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
     assembled = nm.compute_dynamics(system, rho0, process_tensor=uniform.to_process_tensor(
         num_steps), progress_type="silent")
@@ -296,3 +296,26 @@ def test_bad_types_and_dimensions():
         UniformProcessTensor(2, 0.2, [np.ones((1, 3, 4))], np.ones((3, 2, 4)), np.ones(3))
     with pytest.raises(ValueError, match="start_tensors"):
         UniformProcessTensor(2, 0.2, [np.ones((2, 3, 4))], np.ones((3, 3, 4)), np.ones(3))
+
+
+def test_pt_tempo_compute_method_repeated_block(tmp_path):
+    """pt_tempo_compute(method='repeated_block') gives the repeated-block PT
+    (untruncated: the same dynamics as sequential PT-TEMPO to rounding), also
+    written to a file; an unknown method is refused before any computation."""
+    system, bath, rho0 = driven_spin_boson_model()
+    parameters = nm.TempoParameters(dt=0.1, dkmax=2, epsrel=1e-13)
+    reference = sequential(system, bath, rho0, parameters, 7)
+    pt = nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="repeated_block",
+                             progress_type="silent")
+    assert len(pt) == 7
+    by_method = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
+    np.testing.assert_allclose(by_method.states, reference.states, rtol=0, atol=1e-10)
+    path = tmp_path / "block.hdf5"
+    on_file = nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="repeated_block",
+                                  process_tensor_file=str(path), progress_type="silent")
+    assert isinstance(on_file, nm.FileProcessTensor)
+    from_file = nm.compute_dynamics(system, rho0, process_tensor=on_file,
+                                    progress_type="silent")
+    np.testing.assert_allclose(from_file.states, reference.states, rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match="method"):
+        nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="divide")

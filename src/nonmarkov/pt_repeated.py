@@ -28,9 +28,9 @@ from .uniform_pt import UniformPtBuilder, check_memory_parameters
 
 
 def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
-                                  parameters: TempoParameters, unique: bool = False,
-                                  progress_type: str | None = None, name: str | None = None,
-                                  description: str | None = None) -> SimpleProcessTensor:
+                              parameters: TempoParameters, unique: bool = False,
+                              progress_type: str | None = None, name: str | None = None,
+                              description: str | None = None) -> SimpleProcessTensor:
     """The process tensor of ``bath`` on [start_time, end_time] from a repeating block.
 
     Parameters
