@@ -37,12 +37,12 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
+
+from _common import oqupy_python, subprocess_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
@@ -131,22 +131,6 @@ def run_nonmarkov(problem: str, epsrel: float | None = None,
     return record
 
 
-def _subprocess_json(command: list[str], env: dict) -> dict:
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "out.json")
-        subprocess.run(command + ["--json", path], check=True, env=env)
-        with open(path) as handle:
-            return json.load(handle)
-
-
-def _oqupy_python(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    result = subprocess.run(["bash", os.path.join(HERE, "setup_oqupy_env.sh")], check=True,
-                            capture_output=True, text=True)
-    return result.stdout.strip().splitlines()[-1]
-
-
 def _observables(record: dict) -> np.ndarray:
     """B4: Bloch vectors divided by the trace, (3, N); B5: the correlation map."""
     if record["problem"] == "B4":
@@ -195,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[key] = str(args.threads)
-    oqupy_python = None if args.no_oqupy else _oqupy_python(args.oqupy_python)
+    oqupy = None if args.no_oqupy else oqupy_python(args.oqupy_python)
     records: dict = {}
     for problem in args.problems:
         entry: dict = {}
@@ -204,15 +188,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.steps is not None:
             overrides += ["--steps", str(args.steps)]
         me += [] if args.steps is None else ["--steps", str(args.steps)]
-        entry["nonmarkov"] = _subprocess_json(
+        entry["nonmarkov"] = subprocess_json(
             me + ["--pt-method", args.pt_method] + overrides, env)
-        if oqupy_python:
-            entry["oqupy"] = _subprocess_json(
-                [oqupy_python, os.path.join(HERE, "oqupy_environments.py"), "--problem",
+        if oqupy:
+            entry["oqupy"] = subprocess_json(
+                [oqupy, os.path.join(HERE, "oqupy_environments.py"), "--problem",
                  problem] + overrides, env)
         if args.reference:
             epsrel = PROBLEMS[problem]["reference_epsrel"]
-            entry["reference"] = _subprocess_json(me + ["--worker-epsrel", str(epsrel)], env)
+            entry["reference"] = subprocess_json(me + ["--worker-epsrel", str(epsrel)], env)
         records[problem] = entry
 
     print(f"\n{'problem':8} {'phase':13} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "

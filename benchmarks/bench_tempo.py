@@ -32,12 +32,12 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
+
+from _common import oqupy_python, subprocess_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
@@ -97,22 +97,6 @@ def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = F
     return record
 
 
-def _subprocess_json(command: list[str], env: dict) -> dict:
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "out.json")
-        subprocess.run(command + ["--json", path], check=True, env=env)
-        with open(path) as handle:
-            return json.load(handle)
-
-
-def _oqupy_python(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    result = subprocess.run(["bash", os.path.join(HERE, "setup_oqupy_env.sh")], check=True,
-                            capture_output=True, text=True)
-    return result.stdout.strip().splitlines()[-1]
-
-
 def _max_deviation(record: dict, other: dict) -> float:
     """max |<sigma_z>| difference, each curve divided by its trace."""
     a = np.array(record["sigma_z"]) / np.array(record["trace"])
@@ -156,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[key] = str(args.threads)
-    oqupy_python = None if args.no_oqupy else _oqupy_python(args.oqupy_python)
+    oqupy = None if args.no_oqupy else oqupy_python(args.oqupy_python)
     records: dict = {}
     for problem in args.problems:
         entry: dict = {}
@@ -164,14 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [] if args.end_time is None else ["--end-time", repr(args.end_time)]
         me += overrides
         first = me if args.epsrel is None else me + ["--worker-epsrel", repr(args.epsrel)]
-        entry["nonmarkov"] = _subprocess_json(first, env)
-        if oqupy_python:
+        entry["nonmarkov"] = subprocess_json(first, env)
+        if oqupy:
             if args.epsrel is not None:
                 overrides += ["--epsrel", repr(args.epsrel)]
-            entry["oqupy"] = _subprocess_json(
-                [oqupy_python, os.path.join(HERE, "oqupy_reference.py"), "--problem", problem,
+            entry["oqupy"] = subprocess_json(
+                [oqupy, os.path.join(HERE, "oqupy_reference.py"), "--problem", problem,
                  "--no-tracemalloc"] + overrides, env)
-        entry["scan"] = [_subprocess_json(me + ["--worker-epsrel", repr(eps)], env)
+        entry["scan"] = [subprocess_json(me + ["--worker-epsrel", repr(eps)], env)
                          for eps in args.epsrel_scan]
         if args.reference:
             key = problem if args.end_time is None else f"{problem}_t{args.end_time:g}"
@@ -215,7 +199,7 @@ def _reference(key: str, command: list[str], env: dict, cache: str | None) -> di
     if path and os.path.exists(path):
         with open(path) as handle:
             return json.load(handle)
-    record = _subprocess_json(command + ["--worker-epsrel", "1e-7", "--worker-reference"], env)
+    record = subprocess_json(command + ["--worker-epsrel", "1e-7", "--worker-reference"], env)
     if path:
         os.makedirs(cache, exist_ok=True)
         with open(path, "w") as handle:

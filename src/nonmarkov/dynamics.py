@@ -96,6 +96,38 @@ def _future_weights(classes: default_np.ndarray, d: int) -> Any:
     return to_backend(weights)
 
 
+def check_dynamics_inputs(system: Any, process_tensor: Any, initial_state: Any, start_time: Any,
+                          dt: Any, num_steps: Any, control: Any, progress_type: Any
+                          ) -> tuple[list[BaseProcessTensor], default_np.ndarray, float, float,
+                                     int, str]:
+    """Check the arguments shared by the functions that propagate a system.
+
+    Returns (process tensors without trivial ones, rho0 (d, d), start_time,
+    dt, num_steps, progress_type); raises TypeError/ValueError naming the
+    argument otherwise.
+    """
+    if not isinstance(system, BaseSystem):
+        raise TypeError(f"system must be a System or TimeDependentSystem; "
+                        f"got {type(system).__name__}")
+    if initial_state is None:
+        raise ValueError("initial_state must be given: a (d, d) density matrix")
+    rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)
+    start_time = check.real_number(start_time, "start_time")
+    progress_type = check_progress_type(progress_type)
+    if control is not None and not isinstance(control, Control):
+        raise TypeError(f"control must be a Control; got {type(control).__name__}")
+    if control is not None and control.dimension != system.dimension:
+        raise ValueError(f"control has dimension {control.dimension}, the system "
+                         f"{system.dimension}")
+    process_tensors = _as_process_tensor_list(process_tensor)
+    for i, pt in enumerate(process_tensors):
+        if pt.dimension != system.dimension:
+            raise ValueError(f"process tensor {i} has dimension {pt.dimension} but the system "
+                             f"has dimension {system.dimension}")
+    dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    return process_tensors, rho0, start_time, dt, num_steps, progress_type
+
+
 class _ProcessTensorOnBackend:
     """A process tensor's transforms and caps on the backend, step tensors on request.
 
@@ -195,25 +227,9 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
 
     Returns a :class:`Dynamics` with times start_time + k dt.
     """
-    if not isinstance(system, BaseSystem):
-        raise TypeError(f"system must be a System or TimeDependentSystem; "
-                        f"got {type(system).__name__}")
-    if initial_state is None:
-        raise ValueError("initial_state must be given: a (d, d) density matrix")
-    rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)
-    start_time = check.real_number(start_time, "start_time")
-    progress_type = check_progress_type(progress_type)
-    if control is not None and not isinstance(control, Control):
-        raise TypeError(f"control must be a Control; got {type(control).__name__}")
-    if control is not None and control.dimension != system.dimension:
-        raise ValueError(f"control has dimension {control.dimension}, the system "
-                         f"{system.dimension}")
-    process_tensors = _as_process_tensor_list(process_tensor)
-    for i, pt in enumerate(process_tensors):
-        if pt.dimension != system.dimension:
-            raise ValueError(f"process tensor {i} has dimension {pt.dimension} but the system "
-                             f"has dimension {system.dimension}")
-    dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
+        system, process_tensor, initial_state, start_time, dt, num_steps, control,
+        progress_type)
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
     if _scan_applies(system, control, process_tensors, num_steps):
         return _compute_scanned(system, rho0, dt, num_steps, start_time, process_tensors,

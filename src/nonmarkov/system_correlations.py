@@ -40,10 +40,10 @@ from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .control import Control
-from .dynamics import _as_process_tensor_list, _resolve_grid
+from .dynamics import check_dynamics_inputs
 from .operators import left_super, right_super
 from .process_tensor import BaseProcessTensor
-from .progress import Progress, check_progress_type
+from .progress import Progress
 from .system import BaseSystem
 from .tn.chain import apply_step_tensor, apply_superoperator, close_bonds, future_caps
 
@@ -318,25 +318,9 @@ class _Sweep:
 def _prepare(system: Any, process_tensor: Any, initial_state: Any, start_time: Any,
              dt: Any, num_steps: Any, control: Any, progress_type: Any
              ) -> tuple[list[BaseProcessTensor], default_np.ndarray, _Grid, str]:
-    if not isinstance(system, BaseSystem):
-        raise TypeError(f"system must be a System or TimeDependentSystem; "
-                        f"got {type(system).__name__}")
-    if initial_state is None:
-        raise ValueError("initial_state must be given: a (d, d) density matrix")
-    rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)
-    start_time = check.real_number(start_time, "start_time")
-    progress_type = check_progress_type(progress_type)
-    if control is not None and not isinstance(control, Control):
-        raise TypeError(f"control must be a Control; got {type(control).__name__}")
-    if control is not None and control.dimension != system.dimension:
-        raise ValueError(f"control has dimension {control.dimension}, the system "
-                         f"{system.dimension}")
-    process_tensors = _as_process_tensor_list(process_tensor)
-    for i, pt in enumerate(process_tensors):
-        if pt.dimension != system.dimension:
-            raise ValueError(f"process tensor {i} has dimension {pt.dimension} but the system "
-                             f"has dimension {system.dimension}")
-    dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
+        system, process_tensor, initial_state, start_time, dt, num_steps, control,
+        progress_type)
     return process_tensors, rho0, _Grid(start_time, dt, num_steps), progress_type
 
 
