@@ -64,6 +64,14 @@ class DiscretisedInfluence:
         self.num_rows = len(self.row_differences)
         self._eta: dict[int, complex] = {}
 
+    @classmethod
+    def from_parameters(cls, bath: Bath, parameters, unique: bool = False
+                        ) -> DiscretisedInfluence:
+        """The influence of ``bath`` on the grid and memory cut of ``TempoParameters``."""
+        return cls(bath, parameters.dt, unique=unique,
+                   add_correlation_time=parameters.add_correlation_time,
+                   last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+
     @property
     def class_projector(self) -> default_np.ndarray:
         """P[alpha, c] = 1 if alpha is in class c; shape (d^2, m)."""

@@ -91,10 +91,7 @@ class PtTempo:
         if self._num_steps < 1:
             raise ValueError(f"end_time - start_time ({self._end_time - self._start_time}) is "
                              f"shorter than half a time step dt={parameters.dt}")
-        self._influence = DiscretisedInfluence(
-            bath, parameters.dt, unique=unique,
-            add_correlation_time=parameters.add_correlation_time,
-            last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
         self._engine: Any = None  # the compiled window of a JAX run

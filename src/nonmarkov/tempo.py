@@ -81,10 +81,7 @@ class Tempo:
         self.unique = bool(unique)
         self.name = "Unnamed Tempo" if name is None else str(name)
         self.description = "" if description is None else str(description)
-        self._influence = DiscretisedInfluence(
-            bath, parameters.dt, unique=unique,
-            add_correlation_time=parameters.add_correlation_time,
-            last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._propagators = system.get_propagators(
             parameters.dt, self._start_time, parameters.subdiv_limit,
             parameters.liouvillian_epsrel)

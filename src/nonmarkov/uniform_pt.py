@@ -341,10 +341,7 @@ class UniformPtBuilder:
         self.unique = bool(unique)
         self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
         self.description = "" if description is None else str(description)
-        self._influence = DiscretisedInfluence(
-            bath, parameters.dt, unique=unique,
-            add_correlation_time=parameters.add_correlation_time,
-            last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._result: UniformProcessTensor | None = None
         self.build_epsrel: float | None = None
         self.info: dict[str, Any] = {}
