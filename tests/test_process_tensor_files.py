@@ -157,6 +157,21 @@ def test_reading_out_early_from_a_file_pt_gives_the_prefix(model, memory_dynamic
     assert np.max(np.abs(both.states - memory_dynamics.states)) > 1e-3
 
 
+def test_correlations_from_a_file_pt_equal_the_in_memory_ones(model, memory_pt, pt_file):
+    """compute_correlations streams a file PT step by step like compute_dynamics;
+    the two-time map equals the one from the in-memory PT."""
+    system, _, rho0 = model
+    sz = nm.operators.sigma("z")
+    sx = nm.operators.sigma("x")
+    arguments = dict(times_a=slice(0, 6), times_b=slice(2, 12), time_order="full",
+                     initial_state=rho0, progress_type="silent")
+    _, from_memory = nm.compute_correlations(system, memory_pt, sz, sx, **arguments)
+    _, from_file = nm.compute_correlations(system, nm.import_process_tensor(pt_file), sz, sx,
+                                           **arguments)
+    np.testing.assert_allclose(from_file, from_memory, rtol=0, atol=1e-12)
+    assert np.all(np.isfinite(from_file))
+
+
 def test_streamed_pt_tempo_equals_in_memory_and_tempo(model, memory_pt, memory_dynamics,
                                                       tmp_path):
     system, bath, rho0 = model

@@ -128,7 +128,7 @@ def check_dynamics_inputs(system: Any, process_tensor: Any, initial_state: Any, 
     return process_tensors, rho0, start_time, dt, num_steps, progress_type
 
 
-class _ProcessTensorOnBackend:
+class ProcessTensorOnBackend:
     """A process tensor's transforms and caps on the backend, step tensors on request.
 
     ``caps[k]`` closes the bond after step k (for the steps that are read
@@ -234,7 +234,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
     if _scan_applies(system, control, process_tensors, num_steps):
         return _compute_scanned(system, rho0, dt, num_steps, start_time, process_tensors,
                                 propagators, record_all, progress_type)
-    on_backend = [_ProcessTensorOnBackend(pt, num_steps, record_all) for pt in process_tensors]
+    on_backend = [ProcessTensorOnBackend(pt, num_steps, record_all) for pt in process_tensors]
     num_bonds = len(on_backend)
     d = system.dimension
 

@@ -40,12 +40,12 @@ from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .control import Control
-from .dynamics import check_dynamics_inputs
+from .dynamics import ProcessTensorOnBackend, check_dynamics_inputs
 from .operators import left_super, right_super
 from .process_tensor import BaseProcessTensor
 from .progress import Progress
 from .system import BaseSystem
-from .tn.chain import apply_step_tensor, apply_superoperator, close_bonds, future_caps
+from .tn.chain import apply_step_tensor, apply_superoperator, close_bonds
 
 TIME_ORDERS = ("ordered", "anti", "full")
 OPERATOR_SIDES = ("left", "right")
@@ -182,25 +182,6 @@ class _Branch:
         self.indices = indices
 
 
-class _ProcessTensorArrays:
-    """Step tensors, transforms and future caps of one process tensor on the backend."""
-
-    def __init__(self, pt: BaseProcessTensor, num_steps: int):
-        d = pt.dimension
-        self.transform_in = to_backend(pt.transform_in)
-        self.transform_out = to_backend(pt.transform_out)
-        tensors, classes = [], None
-        for step in range(len(pt)):
-            tensor, classes = pt.get_step_tensor(step)
-            tensors.append(to_backend(tensor))
-        self.tensors = tensors[:num_steps]
-        self.classes = np.asarray(classes)
-        weights = default_np.zeros(int(classes.max()) + 1)
-        for a in range(d):  # trace-and-reprepare future: 1/d on each (a, a)
-            weights[classes[a * d + a]] += 1.0 / d
-        self.caps = future_caps(tensors, to_backend(weights))[:num_steps]
-
-
 class _Sweep:
     """Propagates a batch of branches over the grid and reads out the chains."""
 
@@ -212,7 +193,8 @@ class _Sweep:
         self.d = system.dimension
         self.propagators = system.get_propagators(grid.dt, grid.start_time, subdiv_limit,
                                                   liouvillian_epsrel)
-        self.pts = [_ProcessTensorArrays(pt, grid.num_steps) for pt in process_tensors]
+        self.pts = [ProcessTensorOnBackend(pt, grid.num_steps, record_all=True)
+                    for pt in process_tensors]
         self.num_bonds = len(self.pts)
         self._host_pair: tuple[Any, Any] | None = None
         self._device_pair: tuple[Any, Any] | None = None
@@ -235,7 +217,7 @@ class _Sweep:
         state = apply_superoperator(state, first)
         for axis, pt in enumerate(self.pts):
             state = apply_superoperator(state, pt.transform_in)
-            state = apply_step_tensor(state, pt.tensors[step], pt.classes, axis)
+            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
             state = apply_superoperator(state, pt.transform_out)
         state = apply_superoperator(state, second)
         if post is not None:
