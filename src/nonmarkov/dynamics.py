@@ -183,7 +183,30 @@ class ProcessTensorOnBackend:
         return to_backend(tensor)
 
 
-class _PropagatorTransfer:
+def propagate_step(state: Any, step: int, first: Any, second: Any,
+                   process_tensors: list[ProcessTensorOnBackend], pre: Any = None,
+                   post: Any = None) -> Any:
+    """Take ``state`` (bonds..., [batch,] d^2) from t_step to t_step+1.
+
+    Pre-control, first half step, each process tensor's step ``step`` in its
+    own basis (bond axis = its position in the list), second half step,
+    post-control. ``first``/``second`` are backend arrays; ``pre``/``post``
+    host (d^2, d^2) arrays or None.
+    """
+    if pre is not None:
+        state = apply_superoperator(state, to_backend(pre))
+    state = apply_superoperator(state, first)
+    for axis, pt in enumerate(process_tensors):
+        state = apply_superoperator(state, pt.transform_in)
+        state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
+        state = apply_superoperator(state, pt.transform_out)
+    state = apply_superoperator(state, second)
+    if post is not None:
+        state = apply_superoperator(state, to_backend(post))
+    return state
+
+
+class PropagatorTransfer:
     """Moves half-step propagators to the backend, once for a constant system.
 
     ``System`` returns the same arrays at every step; they are transferred
@@ -238,7 +261,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
     num_bonds = len(on_backend)
     d = system.dimension
 
-    on_device = _PropagatorTransfer()
+    on_device = PropagatorTransfer()
     dynamics = Dynamics(name="dynamics")
     dynamics.add(start_time, rho0)
     state = to_backend(rho0.reshape((1,) * num_bonds + (d * d,)))
@@ -247,16 +270,7 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
             pre, post = (None, None) if control is None else control.get_controls(
                 step, dt, start_time)
             first, second = on_device(*propagators(step))
-            if pre is not None:
-                state = apply_superoperator(state, to_backend(pre))
-            state = apply_superoperator(state, first)
-            for axis, pt in enumerate(on_backend):
-                state = apply_superoperator(state, pt.transform_in)
-                state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
-                state = apply_superoperator(state, pt.transform_out)
-            state = apply_superoperator(state, second)
-            if post is not None:
-                state = apply_superoperator(state, to_backend(post))
+            state = propagate_step(state, step, first, second, on_backend, pre, post)
             if record_all or step == num_steps - 1:
                 vector = close_bonds(state, [pt.caps[step] for pt in on_backend])
                 rho = default_np.asarray(np.to_host(vector)).reshape(d, d)

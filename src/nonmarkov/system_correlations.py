@@ -40,12 +40,17 @@ from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .control import Control
-from .dynamics import ProcessTensorOnBackend, check_dynamics_inputs
+from .dynamics import (
+    ProcessTensorOnBackend,
+    PropagatorTransfer,
+    check_dynamics_inputs,
+    propagate_step,
+)
 from .operators import left_super, right_super
 from .process_tensor import BaseProcessTensor
 from .progress import Progress
 from .system import BaseSystem
-from .tn.chain import apply_step_tensor, apply_superoperator, close_bonds
+from .tn.chain import apply_superoperator, close_bonds
 
 TIME_ORDERS = ("ordered", "anti", "full")
 OPERATOR_SIDES = ("left", "right")
@@ -196,33 +201,14 @@ class _Sweep:
         self.pts = [ProcessTensorOnBackend(pt, grid.num_steps, record_all=True)
                     for pt in process_tensors]
         self.num_bonds = len(self.pts)
-        self._host_pair: tuple[Any, Any] | None = None
-        self._device_pair: tuple[Any, Any] | None = None
-
-    def _half_steps(self, step: int) -> tuple[Any, Any]:
-        first, second = self.propagators(step)
-        if self._host_pair is None or first is not self._host_pair[0] \
-                or second is not self._host_pair[1]:
-            self._host_pair = (first, second)
-            self._device_pair = (to_backend(first), to_backend(second))
-        return self._device_pair
+        self._on_device = PropagatorTransfer()
 
     def _step(self, state: Any, step: int) -> Any:
         """Propagate the batch ``state`` (bonds..., batch, d^2) from t_step to t_step+1."""
         pre, post = (None, None) if self.control is None else self.control.get_controls(
             step, self.grid.dt, self.grid.start_time)
-        first, second = self._half_steps(step)
-        if pre is not None:
-            state = apply_superoperator(state, to_backend(pre))
-        state = apply_superoperator(state, first)
-        for axis, pt in enumerate(self.pts):
-            state = apply_superoperator(state, pt.transform_in)
-            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
-            state = apply_superoperator(state, pt.transform_out)
-        state = apply_superoperator(state, second)
-        if post is not None:
-            state = apply_superoperator(state, to_backend(post))
-        return state
+        first, second = self._on_device(*self.propagators(step))
+        return propagate_step(state, step, first, second, self.pts, pre, post)
 
     def _caps(self, step: int) -> list[Any]:
         """Caps closing the bonds of a state at grid step ``step``."""
