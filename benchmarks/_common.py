@@ -26,3 +26,28 @@ def oqupy_python(explicit: str | None) -> str:
     result = subprocess.run(["bash", os.path.join(HERE, "setup_oqupy_env.sh")], check=True,
                             capture_output=True, text=True)
     return result.stdout.strip().splitlines()[-1]
+
+
+def spin_boson_model():
+    """The B1/B2 model: (nonmarkov, system, bath, initial state).
+
+    H_S = 0.5 sigma_x, coupling 0.5 sigma_z, PowerLawSD(alpha=0.3, zeta=1,
+    cutoff=5, 'exponential', T=0), spin up. nonmarkov is imported here so that
+    a worker process times its own import.
+    """
+    import nonmarkov as nm
+
+    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
+                                 temperature=0.0)
+    bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
+    system = nm.System(0.5 * nm.operators.sigma("x"))
+    return nm, system, bath, nm.operators.spin_dm("up")
+
+
+def thread_env(threads: int | None) -> dict:
+    """A copy of the environment, with the BLAS thread variables set to ``threads``."""
+    env = dict(os.environ)
+    if threads is not None:
+        for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[key] = str(threads)
+    return env

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from _common import oqupy_python, subprocess_json
+from _common import oqupy_python, subprocess_json, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
@@ -175,10 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(record, handle)
         return 0
 
-    env = dict(os.environ)
-    if args.threads is not None:
-        for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[key] = str(args.threads)
+    env = thread_env(args.threads)
     oqupy = None if args.no_oqupy else oqupy_python(args.oqupy_python)
     records: dict = {}
     for problem in args.problems:

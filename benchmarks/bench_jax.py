@@ -42,6 +42,8 @@ import time
 
 import numpy as np
 
+from _common import spin_boson_model
+
 PROBLEMS = {
     "B1": {"spin": "1/2", "epsrel": 1e-4, "end_time": 10.0},
     "B3": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
@@ -56,18 +58,13 @@ COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
 
 
 def _model(spin: str):
-    import nonmarkov as nm
-
-    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
-                                 temperature=0.0)
+    nm, system, bath, rho0 = spin_boson_model()
     if spin == "1/2":
-        coupling, hamiltonian = 0.5 * nm.operators.sigma("z"), 0.5 * nm.operators.sigma("x")
-        rho0 = nm.operators.spin_dm("up")
-    else:
-        coupling = np.diag([1.0, 0.0, -1.0]).astype(complex)
-        hamiltonian = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=complex) / math.sqrt(2)
-        rho0 = np.diag([1.0, 0.0, 0.0]).astype(complex)
-    return nm, nm.System(hamiltonian), nm.Bath(coupling, correlations), rho0
+        return nm, system, bath, rho0
+    coupling = np.diag([1.0, 0.0, -1.0]).astype(complex)
+    hamiltonian = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=complex) / math.sqrt(2)
+    rho0 = np.diag([1.0, 0.0, 0.0]).astype(complex)
+    return nm, nm.System(hamiltonian), nm.Bath(coupling, bath.correlations), rho0
 
 
 def run_worker(problem: str, end_time: float) -> dict:

@@ -37,20 +37,12 @@ import time
 
 import numpy as np
 
+from _common import spin_boson_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 DT, TCUT = 1.0 / 16.0, 4.0
 REFERENCE_EPSREL, REFERENCE_STEPS = 1e-7, 256
-
-
-def _model():
-    import nonmarkov as nm
-
-    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
-                                 temperature=0.0)
-    bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
-    system = nm.System(0.5 * nm.operators.sigma("x"))
-    return nm, system, bath, nm.operators.spin_dm("up")
 
 
 def _sigma_z(nm, dynamics) -> np.ndarray:
@@ -65,7 +57,7 @@ def reference_curve(path: str | None = None) -> np.ndarray:
     path = path or os.path.join(
         RESULTS, f"b2_reference_tempo_eps{REFERENCE_EPSREL:.0e}_{REFERENCE_STEPS}.json")
     if not os.path.exists(path):
-        nm, system, bath, rho0 = _model()
+        nm, system, bath, rho0 = spin_boson_model()
         print(f"computing the TEMPO reference (epsrel {REFERENCE_EPSREL}, "
               f"{REFERENCE_STEPS} steps; several minutes) ...", file=sys.stderr)
         parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=REFERENCE_EPSREL)
@@ -89,7 +81,7 @@ def reference_curve(path: str | None = None) -> np.ndarray:
 
 def run_method(method: str, num_steps: int, epsrel: float) -> dict:
     """Build the PT with ``method`` and compute ``num_steps`` steps; times and curve."""
-    nm, system, bath, rho0 = _model()
+    nm, system, bath, rho0 = spin_boson_model()
     from nonmarkov.pt_repeated import pt_repeated_block_compute
     from nonmarkov.uniform_pt import UniformPtBuilder, compute_uniform_dynamics
 
@@ -151,7 +143,7 @@ def part_scaling(steps: list[int], sequential_max: int, epsrel: float) -> list[d
 def long_worker(num_steps: int, epsrel: float) -> dict:
     """One long run with the uniform PT (called in its own process)."""
     start = time.perf_counter()
-    nm, system, bath, rho0 = _model()
+    nm, system, bath, rho0 = spin_boson_model()
     from nonmarkov.uniform_pt import (
         UniformPtBuilder,
         compute_steady_state,

@@ -37,23 +37,13 @@ import time
 
 import numpy as np
 
-from _common import oqupy_python, subprocess_json
+from _common import oqupy_python, spin_boson_model, subprocess_json, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
     "B1": {"dt": 0.1, "tcut": 3.0, "epsrel": 1e-4, "end_time": 10.0},
     "B2": {"dt": 1.0 / 16.0, "tcut": 4.0, "epsrel": 2.0**-14, "steps": 128},
 }
-
-
-def _model():
-    import nonmarkov as nm
-
-    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
-                                 temperature=0.0)
-    bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
-    system = nm.System(0.5 * nm.operators.sigma("x"))
-    return nm, system, bath, nm.operators.spin_dm("up")
 
 
 def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = False,
@@ -64,7 +54,7 @@ def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = F
     ``end_time`` overrides B1's end time.
     """
     start = time.perf_counter()
-    nm, system, bath, rho0 = _model()
+    nm, system, bath, rho0 = spin_boson_model()
     spec = dict(PROBLEMS[problem])
     if end_time is not None:
         spec["end_time"] = end_time
@@ -136,10 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(record, handle)
         return 0
 
-    env = dict(os.environ)
-    if args.threads is not None:
-        for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[key] = str(args.threads)
+    env = thread_env(args.threads)
     oqupy = None if args.no_oqupy else oqupy_python(args.oqupy_python)
     records: dict = {}
     for problem in args.problems:
