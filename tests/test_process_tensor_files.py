@@ -14,6 +14,7 @@ import importlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -492,3 +493,16 @@ def test_killed_pt_tempo_never_leaves_a_complete_looking_file(memory_pt, tmp_pat
     assert len(temporary) == 1
     with pytest.raises(ProcessTensorFileError, match="damaged|incomplete"):
         nm.import_process_tensor(str(tmp_path / temporary[0]))
+
+
+def test_written_files_get_the_usual_permissions(memory_pt, memory_dynamics, tmp_path):
+    """Files are written under an owner-only temporary name but end up with the
+    permissions of a normally created file (0o666 minus the umask)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    expected = 0o666 & ~mask
+    pt_path, dynamics_path = tmp_path / "pt.hdf5", tmp_path / "dynamics.h5"
+    memory_pt.export(str(pt_path))
+    memory_dynamics.export(str(dynamics_path))
+    for path in (pt_path, dynamics_path):
+        assert stat.S_IMODE(os.stat(path).st_mode) == expected

@@ -30,7 +30,12 @@ def atomic_path(filename: str) -> Iterator[str]:
 
 
 def _current_umask() -> int:
-    """The process umask (read by setting and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """The process umask (from /proc on Linux, else by setting and restoring it)."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("Umask:"))
+        return int(line.split()[1], 8)
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask

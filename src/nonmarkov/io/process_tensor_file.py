@@ -65,18 +65,6 @@ def _as_metadata(metadata: Any) -> dict:
         raise TypeError(f"metadata must be JSON-serialisable: {error}") from error
 
 
-def _default_file_mode() -> int:
-    """Permissions of a newly created file under the process umask (0o666 & ~umask)."""
-    try:
-        with open("/proc/self/status") as status:  # Linux: read without changing it
-            line = next(line for line in status if line.startswith("Umask:"))
-        mask = int(line.split()[1], 8)
-    except (OSError, StopIteration, ValueError, IndexError):
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return 0o666 & ~mask
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -224,7 +212,6 @@ class FileProcessTensor(BaseProcessTensor):
         self._temporary = stack.enter_context(atomic_path(self._filename))
         self._stack = stack
         try:
-            os.chmod(self._temporary, _default_file_mode())  # not the 0o600 of a temporary
             handle = h5py.File(self._temporary, "w")
             from .. import __version__
 
