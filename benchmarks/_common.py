@@ -51,3 +51,22 @@ def thread_env(threads: int | None) -> dict:
         for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[key] = str(threads)
     return env
+
+
+def comparison_cells(ours: dict, theirs: dict | None, reference: dict | None, seconds: float,
+                     other: float | None, deviation) -> str:
+    """The table cells after a phase's time: OQuPy s, ratio, bonds, memory, deviations.
+
+    ``deviation(a, b)`` is the problem's max difference of two records.
+    """
+    ratio = f"{other / seconds:7.1f}" if other else "      -"
+    bonds = f"{ours['max_bond_dimension']}/{theirs.get('max_bond_dimension')}" \
+        if theirs else f"{ours['max_bond_dimension']}"
+    memory = (f"{ours['maxrss_kib_after'] / 1024:.0f}/"
+              f"{theirs['maxrss_kib_after'] / 1024:.0f}") if theirs else \
+        f"{ours['maxrss_kib_after'] / 1024:.0f}"
+    between = f"{deviation(ours, theirs):12.2e}" if theirs else "           -"
+    err_nm = f"{deviation(ours, reference):9.2e}" if reference else "        -"
+    err_oq = f"{deviation(theirs, reference):9.2e}" if (reference and theirs) else "        -"
+    other_text = f"{other:10.2f}" if other else "         -"
+    return f"{other_text} {ratio} {bonds:>11} {memory:>17} {between} {err_nm} {err_oq}"

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from _common import oqupy_python, subprocess_json, thread_env
+from _common import comparison_cells, oqupy_python, subprocess_json, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         records[problem] = entry
 
     print(f"\n{'problem':8} {'phase':13} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
-          f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'max diff':>10} "
+          f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'max diff':>12} "
           f"{'err nm':>9} {'err oq':>9}")
     for problem, entry in records.items():
         ours, theirs = entry["nonmarkov"], entry.get("oqupy")
@@ -210,19 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             if theirs:
                 other = theirs["wall_time_s"]["total"] if phase == "total" \
                     else theirs["wall_time_s"].get(PHASE_NAMES[phase])
-            ratio = f"{other / seconds:7.1f}" if other else "      -"
-            bonds = f"{ours['max_bond_dimension']}/{theirs['max_bond_dimension']}" \
-                if theirs else f"{ours['max_bond_dimension']}"
-            memory = (f"{ours['maxrss_kib_after'] / 1024:.0f}/"
-                      f"{theirs['maxrss_kib_after'] / 1024:.0f}") if theirs else \
-                f"{ours['maxrss_kib_after'] / 1024:.0f}"
-            deviation = f"{max_deviation(ours, theirs):10.2e}" if theirs else "         -"
-            err_nm = f"{max_deviation(ours, reference):9.2e}" if reference else "        -"
-            err_oq = f"{max_deviation(theirs, reference):9.2e}" if (reference and theirs) \
-                else "        -"
-            other_text = f"{other:10.2f}" if other else "         -"
-            print(f"{problem:8} {phase:13} {seconds:12.2f} {other_text} {ratio} {bonds:>11} "
-                  f"{memory:>17} {deviation} {err_nm} {err_oq}")
+            cells = comparison_cells(ours, theirs, reference, seconds, other, max_deviation)
+            print(f"{problem:8} {phase:13} {seconds:12.2f} {cells}")
         if reference:
             print(f"{problem:8} reference: epsrel {reference['epsrel']:.3g}, max bond "
                   f"{reference['max_bond_dimension']}, times {reference['wall_time_s']}")

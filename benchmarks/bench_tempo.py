@@ -37,7 +37,13 @@ import time
 
 import numpy as np
 
-from _common import oqupy_python, spin_boson_model, subprocess_json, thread_env
+from _common import (
+    comparison_cells,
+    oqupy_python,
+    spin_boson_model,
+    subprocess_json,
+    thread_env,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
@@ -160,19 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             phase_oq = {"tempo": "tempo_compute", "pt_build": "pt_build",
                         "dynamics": "dynamics"}[phase]
             other = theirs["wall_time_s"].get(phase_oq) if theirs else None
-            ratio = f"{other / seconds:7.1f}" if other else "      -"
-            bonds = f"{ours['max_bond_dimension']}/{theirs.get('max_bond_dimension')}" \
-                if theirs else f"{ours['max_bond_dimension']}"
-            memory = (f"{ours['maxrss_kib_after'] / 1024:.0f}/"
-                      f"{theirs['maxrss_kib_after'] / 1024:.0f}") if theirs else \
-                f"{ours['maxrss_kib_after'] / 1024:.0f}"
-            deviation = f"{_max_deviation(ours, theirs):12.2e}" if theirs else "           -"
-            err_nm = f"{_max_deviation(ours, reference):9.2e}" if reference else "        -"
-            err_oq = f"{_max_deviation(theirs, reference):9.2e}" if (reference and theirs) \
-                else "        -"
-            other_text = f"{other:10.2f}" if other else "         -"
-            print(f"{problem:8} {phase:10} {seconds:12.2f} {other_text} {ratio} {bonds:>11} "
-                  f"{memory:>17} {deviation} {err_nm} {err_oq}")
+            cells = comparison_cells(ours, theirs, reference, seconds, other, _max_deviation)
+            print(f"{problem:8} {phase:10} {seconds:12.2f} {cells}")
     _print_scan(records)
     if args.json:
         with open(args.json, "w") as handle:
