@@ -29,6 +29,7 @@ from .parameters import TempoParameters as TempoParameters
 from .parameters import guess_tempo_parameters as guess_tempo_parameters
 from .process_tensor import SimpleProcessTensor as SimpleProcessTensor
 from .process_tensor import TrivialProcessTensor as TrivialProcessTensor
+from .pt_divide import pt_divide_and_conquer_compute as pt_divide_and_conquer_compute
 from .pt_repeated import pt_repeated_block_compute as pt_repeated_block_compute
 from .pt_tempo import PtTempo as PtTempo
 from .pt_tempo import pt_tempo_compute as pt_tempo_compute

@@ -45,7 +45,7 @@ from .progress import Progress, check_progress_type
 from .tempo import check_parameters
 from .tn.window import advance_window, normalise
 
-PT_METHODS = ("sequential", "repeated_block")
+PT_METHODS = ("sequential", "repeated_block", "divide_and_conquer")
 
 
 class PtTempo:
@@ -335,10 +335,13 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
 
     If ``parameters`` is None they are guessed (``tolerance`` as given).
     ``process_tensor_file`` and ``overwrite`` as for :class:`PtTempo`.
-    ``method='repeated_block'`` builds the same kind of process tensor for a
-    stationary bath with a memory cut from one repeating block
-    (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of
-    N; docs/long_time.md); ``'sequential'`` is PT-TEMPO step by step.
+    ``method`` chooses the construction of the same kind of process tensor
+    (docs/long_time.md): ``'sequential'`` is PT-TEMPO step by step;
+    ``'divide_and_conquer'`` combines blocks of doubling length
+    (:func:`~nonmarkov.pt_divide_and_conquer_compute`, stationary bath, with
+    or without memory cut); ``'repeated_block'`` repeats one block of a
+    stationary bath with a memory cut
+    (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of N).
     """
     from .parameters import guess_tempo_parameters
 
@@ -347,15 +350,17 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, **kwargs)
-    if method == "repeated_block":
+    if method != "sequential":
+        from .pt_divide import pt_divide_and_conquer_compute
         from .pt_repeated import pt_repeated_block_compute
 
         if process_tensor_file is True:
-            raise ValueError("method='repeated_block' needs a file name for "
+            raise ValueError(f"method={method!r} needs a file name for "
                              "process_tensor_file, not True")
-        pt = pt_repeated_block_compute(bath, start_time, end_time, parameters, unique=unique,
-                                       progress_type=progress_type, name=name,
-                                       description=description)
+        construct = (pt_repeated_block_compute if method == "repeated_block"
+                     else pt_divide_and_conquer_compute)
+        pt = construct(bath, start_time, end_time, parameters, unique=unique,
+                       progress_type=progress_type, name=name, description=description)
         if process_tensor_file in (None, False):
             return pt
         pt.export(process_tensor_file, overwrite=overwrite)
