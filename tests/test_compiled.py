@@ -2,7 +2,9 @@
 
 - the device-side kept-rank rule equals ``tn.truncation.kept_rank``;
 - results do not depend on the bond bucket (padding) nor on the chunking,
-  and agree with the NumPy backend;
+  and agree with the NumPy backend; the padding holds exact zeros (QR with
+  zero columns, bonds seen alike from both sides); the first growth of the
+  bucket takes the smallest one that fits;
 - after compilation the steps make no implicit host transfers and fetch
   once per chunk;
 - single precision runs in complex64 and stays close to double;
@@ -19,6 +21,7 @@ Skipped on the NumPy backend (the compiled kernels are used with JAX only).
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -165,6 +168,65 @@ def test_compiled_unique_three_level_and_continuation():
         states = tempo.compute(1.0, progress_type="silent").states  # continued
     assert len(states) == len(on_numpy) == 6
     numpy.testing.assert_allclose(numpy.asarray(states), on_numpy, rtol=0, atol=1e-10)
+
+
+def test_padded_qr_is_exact_and_leaves_padding_columns_zero():
+    """Q R = X for tall matrices with zero (padding) columns, trailing or not."""
+    rng = numpy.random.default_rng(3)
+    with backends.use_backend("jax", "double"):
+        qr = jax.jit(compiled._padded_qr)
+        for zero_columns in ([6, 7, 8, 9], [1, 4, 9], []):
+            x = rng.normal(size=(40, 10)) + 1j * rng.normal(size=(40, 10))
+            x[:, zero_columns] = 0.0
+            x[30:] = 0.0  # padding rows, as in a padded chain
+            x[:, 2] *= 1e-30  # a column far below the others
+            q, r = (numpy.asarray(a) for a in qr(jax.device_put(x)))
+            numpy.testing.assert_allclose(q @ r, x, rtol=0, atol=1e-13)
+            numpy.testing.assert_allclose(q.conj().T @ q, numpy.eye(10), rtol=0, atol=1e-13)
+            assert numpy.all(r[:, zero_columns] == 0.0)
+
+
+def test_padding_of_the_window_is_exactly_zero():
+    """A window padded far above its bonds (bucket 24) carries exact zeros in the padding.
+
+    Rounding noise left there would be multiplied through the chain into
+    subnormal numbers (slow LAPACK calls); every bond must have the same rank
+    seen from both of its sites.
+    """
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=8)
+    padded, tempo = run_tempo(model, parameters, 1.5, initial_bond=24)
+    engine = tempo._engine
+    assert engine.bond == 24 and tempo.max_bond_dimension < 24
+    front = numpy.asarray(engine._front)
+    sites = numpy.asarray(engine._sites)[:engine._count]
+    lefts = [int(numpy.count_nonzero(numpy.any(site != 0.0, axis=(1, 2)))) for site in sites]
+    rights = [int(numpy.count_nonzero(numpy.any(site != 0.0, axis=(0, 1)))) for site in sites]
+    front_bond = int(numpy.count_nonzero(numpy.any(front != 0.0, axis=0)))
+    assert [front_bond] + rights[:-1] == lefts
+    assert 1 < max(lefts) <= tempo.max_bond_dimension  # the largest over all steps
+    # and the used part is a right-orthonormal chain (what the zeros were cut from)
+    for site, left in zip(sites, lefts):
+        matrix = site[:left].reshape(left, -1)
+        numpy.testing.assert_allclose(matrix @ matrix.conj().T, numpy.eye(left), atol=1e-12)
+    tight, _ = run_tempo(model, parameters, 1.5, initial_bond=tempo.max_bond_dimension)
+    numpy.testing.assert_allclose(padded, tight, rtol=0, atol=1e-12)
+
+
+def test_first_growth_takes_the_smallest_bucket_that_fits():
+    """A bucket above the bonds costs every step (~D^3); one more compilation costs once."""
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
+    small, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3)
+    engine = tempo._engine
+    engine._grown = False
+    assert engine._grown_bond(11) == 12  # first growth: no headroom
+    assert engine._grown_bond(11) == compiled.bond_bucket(
+        math.ceil(compiled.GROWTH_HEADROOM * 11)) == 14  # the bond is still rising
+    # the run itself grew from 4 through the policy and kept the NumPy result
+    reference, numpy_tempo = run_tempo(model, parameters, 1.2, backend="numpy")
+    assert tempo.max_bond_dimension == numpy_tempo.max_bond_dimension > 4
+    numpy.testing.assert_allclose(small, reference, rtol=0, atol=1e-10)
 
 
 # --------------------------------------------------------------------------

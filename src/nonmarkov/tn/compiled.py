@@ -15,7 +15,9 @@ that XLA compiles it once per shape:
 - D is taken from a list of bucket sizes (:data:`BOND_BUCKETS`); the kept
   rank is decided on the device and singular values beyond it are set to
   zero, so a padded bond carries exact zeros and the result does not depend
-  on D;
+  on D. The zeros are kept exact (no rounding noise from the SVD on padding
+  columns, QR with the zero columns filled): noise there would be multiplied
+  into subnormal numbers, which make LAPACK on a CPU up to 100x slower;
 - the step returns the read-out vector and the largest wanted rank as device
   arrays. :class:`CompiledWindow` runs steps in chunks and fetches both once
   per chunk; if a wanted rank exceeded D it redoes the chunk from its start
@@ -50,12 +52,15 @@ from .truncation import MULTIPLET_TOLERANCE
 #: Steps of at most 25 % (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...).
 BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
     {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 14) for i in range(4)}))
-#: First bucket tried (smaller windows are padded up to it).
-DEFAULT_INITIAL_BOND = 12
+#: First bucket tried (smaller windows are padded up to it). A step costs ~ D^3, so a
+#: bucket above the bonds a run needs costs on every step (12 for bonds of 10: 1.7x),
+#: while one that is too small costs one more compilation (about 1 s on a CPU).
+DEFAULT_INITIAL_BOND = 10
 #: Steps run between two fetches of the read-outs and ranks.
 DEFAULT_CHUNK = 16
-#: When a bond outgrows its bucket, the new bucket holds this much more than it wanted
-#: (fewer compilations while the bond dimension is still rising).
+#: When a bond outgrows its bucket a second time (the bond dimension is still rising),
+#: the new bucket holds this much more than it wanted (fewer compilations). The first
+#: growth takes the smallest bucket that holds the wanted rank.
 GROWTH_HEADROOM = 1.2
 
 
@@ -105,6 +110,36 @@ def device_kept_rank(singular_values: Any, epsrel: Any, max_rank: int | None = N
     return rank.astype(jnp.int32)
 
 
+def _used_columns(matrix: Any, bond: int) -> Any:
+    """(bond,) 1 where a right-bond index of ``matrix`` (rows, m * bond) has a nonzero entry.
+
+    An SVD leaves rounding noise (~1e-16) in the right singular vectors on
+    columns that are exactly zero (padding); multiplied through the chain,
+    such noise makes later QR steps produce subnormal numbers, which are
+    very slow on a CPU. Zeroing it is exact.
+    """
+    _, jnp, _ = _jax()
+    used = jnp.any(matrix.reshape(matrix.shape[0], -1, bond) != 0.0, axis=(0, 1))
+    return used.astype(matrix.dtype)
+
+
+def _padded_qr(matrix: Any) -> tuple[Any, Any]:
+    """QR of a tall (n, w) matrix whose padding columns are exactly zero.
+
+    The zero columns are filled with unit vectors in the last rows (padding
+    rows as a rule) before the decomposition and their columns of R are set
+    to zero afterwards, so Q R equals ``matrix`` exactly whatever the fill.
+    Without the fill LAPACK completes Q on the padding through products of
+    tiny numbers that become subnormal, which is up to 100x slower on a CPU.
+    """
+    _, jnp, _ = _jax()
+    rows, width = matrix.shape
+    unused = jnp.all(matrix == 0.0, axis=0)
+    fill = jnp.eye(rows, width, k=width - rows, dtype=matrix.dtype)
+    q, r = jnp.linalg.qr(matrix + fill * unused.astype(matrix.dtype)[None, :])
+    return q, jnp.where(unused[None, :], jnp.zeros((), r.dtype), r)
+
+
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
           constants: dict[str, Any], memory: int, max_rank: int | None,
           oldest: str = "trace") -> tuple[Any, ...]:
@@ -146,7 +181,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     tensor = jnp.pad(r, ((0, wide - r.shape[0]), (0, 0)))  # (wide, m * D * r)
 
     def couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
-        q, r = jnp.linalg.qr(tensor.reshape(wide * dim_m, wide))
+        q, r = _padded_qr(tensor.reshape(wide * dim_m, wide))
         by_row = jnp.moveaxis(r.reshape(wide, bond, num_rows), 2, 0)  # (r, k, D)
         site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
         product = jnp.matmul(by_row, site_by_row).reshape(num_rows, wide, dim_m, bond)
@@ -163,9 +198,9 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     tensor, chain = lax.scan(left_to_right, tensor, (positions, sites, constants["lags"]))
     last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
-    chain = jnp.concatenate([chain, jnp.zeros_like(chain[:1])])  # (L + 1, wide, m, wide)
 
     # the oldest point: kept as the last site, or traced (finalised) into the site before it
+    # (index <= L - 1: the host grows L before the window would outgrow it)
     trace = jnp.asarray(memory > 0) & (count + 1 >= memory)
     index = jnp.where(trace, jnp.maximum(count - 1, 0), count)
     previous = lax.dynamic_index_in_dim(chain, index, 0, keepdims=False)
@@ -176,6 +211,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         final_rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < final_rank).astype(s.dtype)
         final_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
+        final_site = final_site * _used_columns(last[:, :, :bond], bond)[None, None, :]
         weighted = jnp.pad(u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :],
                            ((0, 0), (0, wide - bond)))  # (wide, wide)
         merged = jnp.einsum("lpr,rk->lpk", previous, weighted)
@@ -198,6 +234,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < rank).astype(s.dtype)
         new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
+        new_site = new_site * _used_columns(matrix, bond)[None, None, :]
         return u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :], new_site, rank
 
     def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
@@ -210,7 +247,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
     right, (new_sites, ranks) = lax.scan(
         right_to_left, jnp.eye(wide, bond, dtype=dtype),
-        (positions, chain[:capacity]), reverse=True)
+        (positions, chain), reverse=True)
     wanted = jnp.maximum(jnp.max(ranks), 1)
     front = front_q @ right
 
@@ -243,14 +280,17 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
 
 def _compiler_options() -> dict[str, Any]:
-    """XLA options: on a CPU, skip the expensive LLVM optimisations.
+    """XLA options on a CPU: the classic elemental emitters, LLVM at level 1.
 
-    The step's time goes into LAPACK and BLAS calls, which are not generated
-    code, so this halves the compile time without slowing the step down.
+    Measured on the B1 step (benchmarks/README.md): the default (fusion
+    emitters, level 2) compiles in ~3 s; level 0 in ~1.4 s but its
+    unoptimised loops (the small complex matmuls, transposes and masks
+    between the LAPACK calls) make a step ~1.5x slower; level 1 without the
+    fusion emitters compiles in ~1.3 s and runs as fast as the default.
     """
     jax, _, _ = _jax()
     if jax.default_backend() == "cpu":
-        return {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+        return {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
     return {}
 
 
@@ -259,25 +299,6 @@ def _compiled_step(memory: int, max_rank: int | None, backend: str,
                    oldest: str = "trace") -> Callable[..., tuple[Any, ...]]:
     jax, _, _ = _jax()
     return jax.jit(functools.partial(_step, memory=memory, max_rank=max_rank, oldest=oldest),
-                   compiler_options=_compiler_options())
-
-
-@functools.cache
-def _compiled_resize() -> Callable[..., tuple[Any, Any]]:
-    jax, jnp, _ = _jax()
-
-    def resize(front: Any, sites: Any, bond: int, capacity: int) -> tuple[Any, Any]:
-        old_capacity, old_bond = sites.shape[0], sites.shape[1]
-        keep_bond = min(bond, old_bond)
-        keep_capacity = min(capacity, old_capacity)
-        new_front = jnp.zeros((front.shape[0], bond), front.dtype)
-        new_front = new_front.at[:, :keep_bond].set(front[:, :keep_bond])
-        new_sites = jnp.zeros((capacity, bond, sites.shape[2], bond), sites.dtype)
-        new_sites = new_sites.at[:keep_capacity, :keep_bond, :, :keep_bond].set(
-            sites[:keep_capacity, :keep_bond, :, :keep_bond])
-        return new_front, new_sites
-
-    return jax.jit(resize, static_argnames=("bond", "capacity"),
                    compiler_options=_compiler_options())
 
 
@@ -351,6 +372,7 @@ class CompiledWindow:
         self._set_lags(capacity)
         self._propagators: tuple[Any, Any, Any, Any] | None = None
         self.max_rank_seen = 1
+        self._grown = False  # whether the bucket has grown before (see GROWTH_HEADROOM)
         #: number of device-to-host fetches so far (one per chunk, plus one per redo)
         self.fetches = 0
 
@@ -382,8 +404,16 @@ class CompiledWindow:
     def _resize(self, bond: int, capacity: int) -> None:
         if bond == self.bond and capacity == self.capacity:
             return
-        self._front, self._sites = _compiled_resize()(
-            self._front, self._sites, bond=bond, capacity=capacity)
+        # on the host: a growth is rare, and a jitted resize would cost one more
+        # compilation per new shape (the arrays are small next to a chunk of steps)
+        front, sites = self._jax.device_get((self._front, self._sites))
+        keep_bond, keep_capacity = min(bond, self.bond), min(capacity, self.capacity)
+        new_front = default_np.zeros((front.shape[0], bond), self._dtype)
+        new_front[:, :keep_bond] = front[:, :keep_bond]
+        new_sites = default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype)
+        new_sites[:keep_capacity, :keep_bond, :, :keep_bond] = \
+            sites[:keep_capacity, :keep_bond, :, :keep_bond]
+        self._front, self._sites = self._put(new_front), self._put(new_sites)
         if capacity != self._constants["lags"].shape[0]:
             self._set_lags(capacity)
 
@@ -466,6 +496,13 @@ class CompiledWindow:
         trimmed = [site[:left, :, :right] for site, left, right in zip(window, lefts, bonds)]
         return trimmed, float(log_scale)
 
+    def _grown_bond(self, wanted: int) -> int:
+        """Bucket after a bond wanted ``wanted`` > D: the smallest that holds it the first
+        time, with :data:`GROWTH_HEADROOM` after that (the bond is still rising)."""
+        headroom = GROWTH_HEADROOM if self._grown else 1.0
+        self._grown = True
+        return bond_bucket(math.ceil(headroom * wanted), self._min_bond)
+
     def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
         """Run a chunk of steps; returns the per-step outputs (host, stacked) and ranks."""
         start = (self._front, self._sites, self._count, self._count_device, self._log_scale)
@@ -496,8 +533,7 @@ class CompiledWindow:
                 break
             # a bond wanted more than the bucket holds: redo the chunk with a larger one
             self._front, self._sites, _, self._count_device, self._log_scale = start
-            self._resize(bond_bucket(math.ceil(GROWTH_HEADROOM * largest), self._min_bond),
-                         self.capacity)
+            self._resize(self._grown_bond(largest), self.capacity)
             start = (self._front, self._sites, start[2], self._count_device, self._log_scale)
         self._front, self._sites, self._count_device, self._log_scale = \
             front, sites, count, log_scale
