@@ -116,3 +116,25 @@ def test_bad_input():
         pt_divide_and_conquer_compute(bath, 0.0, 0.05, parameters)
     with pytest.raises(ValueError, match="method"):
         nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, method="pairwise")
+
+
+@pytest.mark.parametrize("epsrel", [1e-4, 1e-9])
+def test_zip_split_keeps_the_discarded_weight_below_epsrel(epsrel):
+    """The split used while zipping two blocks (Gram-matrix eigenvectors for
+    a loose cut, an SVD for a tight one): u orthonormal, and the part it
+    drops has norm <= epsrel times the largest singular value, with a rank
+    close to the SVD's (spectrum decaying like 10^-j/4)."""
+    from nonmarkov.tn.combine import _split_off_left
+    from nonmarkov.tn.truncation import kept_rank
+
+    rng = np.random.default_rng(7)
+    rows, cols = 24, 200
+    left = np.linalg.qr(rng.normal(size=(rows, rows)) + 1j * rng.normal(size=(rows, rows)))[0]
+    right = np.linalg.qr(rng.normal(size=(cols, rows)) + 1j * rng.normal(size=(cols, rows)))[0]
+    spectrum = 10.0 ** (-np.arange(rows) / 4.0)
+    matrix = (left * spectrum) @ right.conj().T
+    u, rest = _split_off_left(nm.backends.numerical_backend.np.asarray(matrix), epsrel, None)
+    u, rest = np.asarray(u), np.asarray(rest)
+    np.testing.assert_allclose(u.conj().T @ u, np.eye(u.shape[1]), atol=1e-12)
+    assert np.linalg.norm(matrix - u @ rest) <= epsrel * spectrum[0] * (1 + 1e-6)
+    assert abs(u.shape[1] - kept_rank(spectrum, epsrel)) <= 1

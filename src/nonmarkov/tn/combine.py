@@ -19,8 +19,11 @@ from typing import Any
 
 from ..backends.numerical_backend import np
 from .blocks import left_orthonormalise
-from .truncation import truncated_svd
+from .truncation import kept_rank, truncated_svd
 from .window import normalise, truncate_right_to_left
+
+#: Smallest zip cut for which the Gram-matrix split is accurate enough.
+GRAM_MIN_EPSREL = 1e-6
 
 
 def multiply_overlapping(before: list[Any], tail: list[Any], second: list[Any],
@@ -61,9 +64,9 @@ def multiply_overlapping(before: list[Any], tail: list[Any], second: list[Any],
         partial = np.einsum("kab,apc->kbpc", carry, tail_site)
         tensor = np.einsum("kbpc,bpd->kpcd", partial, head)
         k, p, c, d = tensor.shape
-        u, s, vh = truncated_svd(tensor.reshape(k * p, c * d), zip_epsrel, max_rank)
+        u, rest = _split_off_left(tensor.reshape(k * p, c * d), zip_epsrel, max_rank)
         sites.append(u.reshape(k, p, -1))
-        carry = (s[:, None] * vh).reshape(-1, c, d)
+        carry = rest.reshape(-1, c, d)
     carry = carry.reshape(carry.shape[0], -1)  # the first chain ends: chi_1 = 1
     for site in second[len(tail):]:
         tensor = np.tensordot(carry, site, axes=([1], [0]))
@@ -74,6 +77,26 @@ def multiply_overlapping(before: list[Any], tail: list[Any], second: list[Any],
     chain = truncate_right_to_left(sites, epsrel, max_rank)
     chain[0], log_norm = normalise(chain[0])
     return chain, log_norm
+
+
+def _split_off_left(matrix: Any, epsrel: float, max_rank: int | None) -> tuple[Any, Any]:
+    """``matrix`` (r, c) ~ u @ rest with u (r, k) orthonormal, cut with ``epsrel``.
+
+    Wide matrices with a loose cut use the eigenvectors of matrix matrix^dag
+    (one matrix product and a small Hermitian eigensolver, ~10x faster than
+    an SVD); its singular values are accurate to ~1e-8 of the largest, which
+    is why the cut must be at least :data:`GRAM_MIN_EPSREL`. ``rest`` is
+    always the exact projection u^dag matrix.
+    """
+    rows, cols = matrix.shape
+    if epsrel < GRAM_MIN_EPSREL or rows >= cols:
+        u, s, vh = truncated_svd(matrix, epsrel, max_rank)
+        return u, s[:, None] * vh
+    values, vectors = np.linalg.eigh(matrix @ np.conj(matrix.T))
+    values, vectors = values[::-1], vectors[:, ::-1]  # descending
+    singular_values = np.sqrt(np.maximum(values, 0.0))
+    u = vectors[:, :kept_rank(singular_values, epsrel, max_rank)]
+    return u, np.conj(u.T) @ matrix
 
 
 def compress_chain(sites: list[Any], epsrel: float,
