@@ -46,7 +46,6 @@ from typing import Any, NamedTuple
 
 import numpy as default_np
 
-from . import _validation as check
 from ._threads import hot_loop_threads
 from .backends import use_backend
 from .backends.host import to_backend
@@ -56,6 +55,7 @@ from .influence import DiscretisedInfluence
 from .parameters import TempoParameters
 from .process_tensor import SimpleProcessTensor
 from .progress import Progress, check_progress_type
+from .pt_tempo import check_pt_interval
 from .tempo import check_parameters
 from .tn.combine import close_right_end, compress_chain, multiply_overlapping
 
@@ -153,17 +153,9 @@ def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float
     Untruncated it equals sequential PT-TEMPO to rounding; truncated, the
     error is set by ``epsrel`` (docs/long_time.md).
     """
-    if not isinstance(bath, Bath):
-        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
     parameters = check_parameters(parameters)
-    start_time = check.real_number(start_time, "start_time")
-    end_time = check.real_number(end_time, "end_time")
-    if end_time <= start_time:
-        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
-    num_steps = int(round((end_time - start_time) / parameters.dt))
-    if num_steps < 1:
-        raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
-                         f"half a time step dt={parameters.dt}")
+    start_time, end_time, num_steps = check_pt_interval(bath, start_time, end_time,
+                                                        parameters.dt)
     progress_type = check_progress_type(progress_type)
     influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
     memory = num_steps - 1 if parameters.dkmax is None else min(parameters.dkmax,

@@ -18,12 +18,11 @@ more expensive and is used instead (same format, same result).
 
 from __future__ import annotations
 
-from . import _validation as check
 from .bath import Bath
 from .parameters import TempoParameters
 from .process_tensor import SimpleProcessTensor
 from .progress import check_progress_type
-from .pt_tempo import PtTempo
+from .pt_tempo import PtTempo, check_pt_interval
 from .uniform_pt import UniformPtBuilder, check_memory_parameters
 
 
@@ -46,17 +45,9 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
     Agrees with sequential PT-TEMPO to rounding when untruncated; truncated,
     the error is set by ``epsrel`` like PT-TEMPO's (see docs/long_time.md).
     """
-    if not isinstance(bath, Bath):
-        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
     parameters = check_memory_parameters(parameters)
-    start_time = check.real_number(start_time, "start_time")
-    end_time = check.real_number(end_time, "end_time")
-    if end_time <= start_time:
-        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
-    num_steps = int(round((end_time - start_time) / parameters.dt))
-    if num_steps < 1:
-        raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
-                         f"half a time step dt={parameters.dt}")
+    start_time, end_time, num_steps = check_pt_interval(bath, start_time, end_time,
+                                                        parameters.dt)
     progress_type = check_progress_type(progress_type)
     label = "Unnamed repeated-block PT" if name is None else str(name)
     if num_steps <= 2 * parameters.dkmax:

@@ -72,13 +72,9 @@ class PtTempo:
                  process_tensor_file: str | os.PathLike | bool | None = None,
                  overwrite: bool = False,
                  name: str | None = None, description: str | None = None):
-        if not isinstance(bath, Bath):
-            raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
         self._parameters = check_parameters(parameters)
-        self._start_time = check.real_number(start_time, "start_time")
-        self._end_time = check.real_number(end_time, "end_time")
-        if self._end_time <= self._start_time:
-            raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+        self._start_time, self._end_time, self._num_steps = check_pt_interval(
+            bath, start_time, end_time, self._parameters.dt)
         self.bath = bath
         self.unique = bool(unique)
         self.name = "Unnamed PtTempo" if name is None else str(name)
@@ -87,10 +83,6 @@ class PtTempo:
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         self._overwrite = overwrite
         self._file = _resolve_process_tensor_file(process_tensor_file, overwrite)
-        self._num_steps = int(round((self._end_time - self._start_time) / parameters.dt))
-        if self._num_steps < 1:
-            raise ValueError(f"end_time - start_time ({self._end_time - self._start_time}) is "
-                             f"shorter than half a time step dt={parameters.dt}")
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
@@ -300,6 +292,22 @@ class _StepSink:
         """Discard a file being written (nothing appears under its name)."""
         if isinstance(self.target, FileProcessTensor):
             self.target.abort()
+
+
+def check_pt_interval(bath: Any, start_time: Any, end_time: Any,
+                      dt: float) -> tuple[float, float, int]:
+    """Check a process tensor's bath and interval; (start, end, number of steps)."""
+    if not isinstance(bath, Bath):
+        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+    start_time = check.real_number(start_time, "start_time")
+    end_time = check.real_number(end_time, "end_time")
+    if end_time <= start_time:
+        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    num_steps = int(round((end_time - start_time) / dt))
+    if num_steps < 1:
+        raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
+                         f"half a time step dt={dt}")
+    return start_time, end_time, num_steps
 
 
 def _resolve_process_tensor_file(process_tensor_file: Any, overwrite: bool) -> str | None:
