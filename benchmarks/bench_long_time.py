@@ -1,4 +1,4 @@
-"""Long times: sequential PT-TEMPO, the repeating-block PT and the uniform PT.
+"""Long times: sequential PT-TEMPO, divide and conquer, the repeating-block PT, the uniform PT.
 
 Spin-boson model of B2: H_S = 0.5 sigma_x, coupling 0.5 sigma_z,
 PowerLawSD(alpha=0.3, zeta=1, cutoff=5, 'exponential', T=0), dt = 1/16,
@@ -10,15 +10,20 @@ Three parts (each method in this process unless said otherwise):
   (divided by the trace) against a converged TEMPO reference (epsrel 1e-7,
   same dt and memory cut), computed once and cached in
   ``benchmarks/results/b2_reference_tempo_eps1e-07_256.json``.
+- ``oqupy``: OQuPy 0.5 PT-TEMPO on B2 at 256 steps (epsrel 2^-14) in its own
+  virtual environment (``oqupy_reference.py``), error against the same
+  reference, side by side with every method's run at that epsrel. Takes
+  about 200 s; ``--oqupy-cache PATH`` reuses an earlier run's JSON.
 - ``scaling``: wall time against the number of steps N for sequential PT-TEMPO
-  (build + compute_dynamics), the repeating-block PT
-  (``pt_repeated_block_compute`` + compute_dynamics) and the uniform PT
+  (build + compute_dynamics), divide and conquer
+  (``pt_divide_and_conquer_compute`` + compute_dynamics), the repeating-block
+  PT (``pt_repeated_block_compute`` + compute_dynamics) and the uniform PT
   (``pt_uniform_compute`` + ``compute_uniform_dynamics``).
 - ``long``: 1,000 and 10,000 steps with the uniform PT, each in its own
   process, with wall time and peak RSS.
 
-    python benchmarks/bench_long_time.py [--parts accuracy scaling long]
-        [--json PATH] [--png PATH] [--quick]
+    python benchmarks/bench_long_time.py [--parts accuracy oqupy scaling long]
+        [--json PATH] [--png PATH] [--quick] [--oqupy-python PY] [--oqupy-cache PATH]
 
 Writes a table to stdout, JSON and a PNG plot (default under
 ``benchmarks/results/``, which git ignores).
@@ -37,12 +42,13 @@ import time
 
 import numpy as np
 
-from _common import spin_boson_model
+from _common import oqupy_python, spin_boson_model, subprocess_json, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 DT, TCUT = 1.0 / 16.0, 4.0
 REFERENCE_EPSREL, REFERENCE_STEPS = 1e-7, 256
+METHODS = ("sequential", "divide", "blocks", "uniform")
 
 
 def _sigma_z(nm, dynamics) -> np.ndarray:
@@ -82,6 +88,7 @@ def reference_curve(path: str | None = None) -> np.ndarray:
 def run_method(method: str, num_steps: int, epsrel: float) -> dict:
     """Build the PT with ``method`` and compute ``num_steps`` steps; times and curve."""
     nm, system, bath, rho0 = spin_boson_model()
+    from nonmarkov.pt_divide import pt_divide_and_conquer_compute
     from nonmarkov.pt_repeated import pt_repeated_block_compute
     from nonmarkov.uniform_pt import UniformPtBuilder, compute_uniform_dynamics
 
@@ -90,6 +97,10 @@ def run_method(method: str, num_steps: int, epsrel: float) -> dict:
     if method == "sequential":
         pt = nm.PtTempo(bath, 0.0, num_steps * DT, parameters, unique=True).get_process_tensor(
             progress_type="silent")
+        bond = int(pt.get_bond_dimensions().max())
+    elif method == "divide":
+        pt = pt_divide_and_conquer_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
+                                           progress_type="silent")
         bond = int(pt.get_bond_dimensions().max())
     elif method == "blocks":
         pt = pt_repeated_block_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
@@ -126,9 +137,34 @@ def part_accuracy(epsrels: dict[str, list[float]]) -> list[dict]:
     return rows
 
 
+def part_oqupy(python: str | None, cache: str | None, epsrel: float) -> dict:
+    """OQuPy 0.5 PT-TEMPO on B2, 256 steps, in its own environment (or a cached run)."""
+    if cache and os.path.exists(cache):
+        with open(cache) as handle:
+            record = json.load(handle)
+    else:
+        command = [oqupy_python(python), os.path.join(HERE, "oqupy_reference.py"),
+                   "--problem", "B2", "--steps", str(REFERENCE_STEPS), "--epsrel", str(epsrel)]
+        record = subprocess_json(command, thread_env(None))
+        if cache:
+            with open(cache + ".tmp", "w") as handle:
+                json.dump(record, handle)
+            os.replace(cache + ".tmp", cache)
+    curve = np.array(record["sigma_z"]) / np.array(record["trace"])
+    row = {"method": "OQuPy 0.5", "epsrel": record["parameters"]["epsrel"],
+           "build_s": record["wall_time_s"]["pt_build"],
+           "dynamics_s": record["wall_time_s"]["dynamics"],
+           "total_s": record["wall_time_s"]["pt_build"] + record["wall_time_s"]["dynamics"],
+           "bond": record["max_bond_dimension"],
+           "error": float(np.max(np.abs(curve - reference_curve())))}
+    print(f"  OQuPy 0.5 epsrel {row['epsrel']:.2e}: total {row['total_s']:.1f} s, bond "
+          f"{row['bond']}, error {row['error']:.2e}", flush=True)
+    return row
+
+
 def part_scaling(steps: list[int], sequential_max: int, epsrel: float) -> list[dict]:
     rows = []
-    for method in ("sequential", "blocks", "uniform"):
+    for method in METHODS:
         for num_steps in steps:
             if method == "sequential" and num_steps > sequential_max:
                 continue
@@ -138,6 +174,22 @@ def part_scaling(steps: list[int], sequential_max: int, epsrel: float) -> list[d
             print(f"  scaling {method:10} N {num_steps:6d}: build {record['build_s']:7.2f} s, "
                   f"dynamics {record['dynamics_s']:7.2f} s", flush=True)
     return rows
+
+
+def _peak_rss_kib() -> int:
+    """Peak resident set size of this process (KiB): VmHWM on Linux.
+
+    ``ru_maxrss`` is not used: Linux carries it over fork and exec, so a
+    worker would report its parent's peak if that was larger.
+    """
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def long_worker(num_steps: int, epsrel: float) -> dict:
@@ -154,7 +206,7 @@ def long_worker(num_steps: int, epsrel: float) -> dict:
     imported = time.perf_counter()
     uniform = UniformPtBuilder(bath, parameters, unique=True).compute(progress_type="silent")
     built = time.perf_counter()
-    rss_built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_built = _peak_rss_kib()
     dynamics = compute_uniform_dynamics(system, rho0, num_steps, uniform,
                                         progress_type="silent")
     done = time.perf_counter()
@@ -164,7 +216,7 @@ def long_worker(num_steps: int, epsrel: float) -> dict:
             "build_s": built - imported, "dynamics_s": done - built,
             "total_s": done - imported, "bond": uniform.bond_dimension,
             "maxrss_kib_after_build": rss_built,
-            "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "maxrss_kib": _peak_rss_kib(),
             "sigma_z_final": float(curve[-1]),
             "sigma_z_steady": float(np.trace(steady @ nm.operators.sigma("z")).real),
             "sigma_z_every_16": curve[::16].tolist()}
@@ -196,12 +248,22 @@ def print_tables(results: dict) -> None:
             print(f"{r['method']:12} {r['epsrel']:9.2e} {r['build_s']:9.2f} "
                   f"{r['dynamics_s']:11.3f} {r['total_s']:9.2f} {r['bond']:5d} "
                   f"{r['error']:10.2e}")
+    if results.get("oqupy"):
+        theirs = results["oqupy"]
+        print(f"\nB2, 256 steps, side by side with OQuPy 0.5 (epsrel {theirs['epsrel']:.2e})")
+        print(f"{'method':12} {'total s':>9} {'OQuPy s':>9} {'ratio':>7} {'bond':>5} "
+              f"{'error':>9} {'OQuPy error':>12}")
+        for r in results.get("accuracy", []):
+            if abs(r["epsrel"] - theirs["epsrel"]) <= 1e-12 * theirs["epsrel"]:
+                print(f"{r['method']:12} {r['total_s']:9.2f} {theirs['total_s']:9.1f} "
+                      f"{theirs['total_s'] / r['total_s']:7.1f} {r['bond']:5d} "
+                      f"{r['error']:9.2e} {theirs['error']:12.2e}")
     if results.get("scaling"):
         print("\nWall time (s) against the number of steps N "
               f"(epsrel {results['scaling'][0]['epsrel']:.2e})")
         steps = sorted({r["steps"] for r in results["scaling"]})
         print(f"{'method':12} " + " ".join(f"{n:>8d}" for n in steps))
-        for method in ("sequential", "blocks", "uniform"):
+        for method in METHODS:
             cells = []
             for n in steps:
                 match = [r for r in results["scaling"] if r["method"] == method
@@ -226,7 +288,7 @@ def plot(results: dict, path: str) -> None:
 
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     if results.get("scaling"):
-        for method, marker in (("sequential", "o"), ("blocks", "s"), ("uniform", "^")):
+        for method, marker in zip(METHODS, "ods^"):
             rows = sorted((r for r in results["scaling"] if r["method"] == method),
                           key=lambda r: r["steps"])
             if rows:
@@ -237,7 +299,7 @@ def plot(results: dict, path: str) -> None:
         axes[0].legend()
         axes[0].set_title("cost against N")
     if results.get("accuracy"):
-        for method, marker in (("sequential", "o"), ("uniform", "^"), ("blocks", "s")):
+        for method, marker in zip(METHODS, "ods^"):
             rows = [r for r in results["accuracy"] if r["method"] == method]
             if rows:
                 axes[1].loglog([r["epsrel"] for r in rows], [r["error"] for r in rows],
@@ -264,8 +326,12 @@ def plot(results: dict, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", default=["accuracy", "scaling", "long"],
-                        choices=["accuracy", "scaling", "long"])
+    parser.add_argument("--parts", nargs="+", default=["accuracy", "oqupy", "scaling", "long"],
+                        choices=["accuracy", "oqupy", "scaling", "long"])
+    parser.add_argument("--oqupy-python", default=None,
+                        help="python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)")
+    parser.add_argument("--oqupy-cache", default=None,
+                        help="JSON of an earlier OQuPy run to reuse (written if missing)")
     parser.add_argument("--json", default=os.path.join(RESULTS, "long_time.json"))
     parser.add_argument("--png", default=os.path.join(RESULTS, "long_time.png"))
     parser.add_argument("--quick", action="store_true", help="fewer points (smoke test)")
@@ -281,16 +347,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.quick:
-        epsrels = {"sequential": [2.0**-12], "uniform": [2.0**-12]}
+        epsrels = {"sequential": [2.0**-12], "divide": [2.0**-12], "uniform": [2.0**-12]}
         steps, sequential_max, long_steps = [64, 256, 1000], 256, [1000]
     else:
         epsrels = {"sequential": [2.0**-14, 2.0**-16],
-                   "uniform": [2.0**-14, 2.0**-16, 2.0**-18]}
+                   "divide": [2.0**-12, 2.0**-14, 2.0**-15, 2.0**-16],
+                   "blocks": [2.0**-14], "uniform": [2.0**-14, 2.0**-16]}
         steps, sequential_max = [64, 128, 256, 512, 1024, 4096, 10000], 512
         long_steps = [1000, 10000]
     results: dict = {"model": "B2 spin-boson", "dt": DT, "tcut": TCUT}
     if "accuracy" in args.parts:
         results["accuracy"] = part_accuracy(epsrels)
+    if "oqupy" in args.parts:
+        results["oqupy"] = part_oqupy(args.oqupy_python, args.oqupy_cache, args.epsrel)
     if "scaling" in args.parts:
         results["scaling"] = part_scaling(steps, sequential_max, args.epsrel)
     if "long" in args.parts:
