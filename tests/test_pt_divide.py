@@ -80,7 +80,8 @@ def test_truncated_error_is_set_by_epsrel():
 def test_usable_like_any_process_tensor(tmp_path):
     """Correlation functions and files: <sz(t) sz(0)> from the
     divide-and-conquer PT equals the one from PT-TEMPO's (untruncated,
-    1e-10), the exported file gives the same dynamics (1e-12), and
+    1e-10), the exported file gives the same dynamics (1e-12) and keeps
+    how the PT was made, and
     ``pt_tempo_compute(method='divide_and_conquer')`` is this method."""
     system, bath, rho0 = driven_spin_boson_model()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=2)
@@ -99,6 +100,8 @@ def test_usable_like_any_process_tensor(tmp_path):
     filename = tmp_path / "divide.hdf5"
     pt.export(str(filename))
     from_file = nm.import_process_tensor(str(filename))
+    assert from_file.metadata["created_by"] == "pt_divide_and_conquer_compute"
+    assert from_file.metadata["parameters"]["dkmax"] == 2
     np.testing.assert_allclose(states_of(system, rho0, from_file), states_of(system, rho0, pt),
                                rtol=0, atol=1e-12)
 

@@ -55,7 +55,7 @@ from .influence import DiscretisedInfluence
 from .parameters import TempoParameters
 from .process_tensor import SimpleProcessTensor
 from .progress import Progress, check_progress_type
-from .pt_tempo import check_pt_interval
+from .pt_tempo import check_pt_interval, process_tensor_metadata
 from .tempo import check_parameters
 from .tn.combine import close_right_end, compress_chain, multiply_overlapping
 
@@ -179,10 +179,12 @@ def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float
                     progress.update()
         chain, log_scale = doubler.close(result)
     to_eigen, from_eigen = influence.liouville_transforms()
+    metadata = process_tensor_metadata("pt_divide_and_conquer_compute", bath, parameters,
+                                       start_time, end_time, num_steps, unique)
     pt = SimpleProcessTensor(bath.dimension, parameters.dt, to_eigen, from_eigen,
                              influence.classes,
                              "Unnamed divide-and-conquer PT" if name is None else str(name),
-                             description)
+                             description, metadata)
     share = math.exp(log_scale / num_steps)
     for step, site in enumerate(chain):
         tensor = default_np.transpose(default_np.asarray(np.to_host(site)), (0, 2, 1))

@@ -96,34 +96,9 @@ class PtTempo:
     @property
     def metadata(self) -> dict:
         """JSON-serialisable description of the bath and parameters (stored in files)."""
-        parameters = self._parameters
-        correlations = self.bath.correlations
-        described = {"type": type(correlations).__name__, "text": str(correlations),
-                     "name": correlations.name}
-        for key in ("alpha", "zeta", "cutoff", "cutoff_type", "temperature"):
-            value = getattr(correlations, key, None)
-            if isinstance(value, (int, float, str)):
-                described[key] = value
-        coupling = self.bath.coupling_operator
-        return {
-            "created_by": "PtTempo",
-            "start_time": self._start_time,
-            "end_time": self._end_time,
-            "num_steps": self._num_steps,
-            "unique": self.unique,
-            "parameters": {
-                "dt": parameters.dt, "epsrel": parameters.epsrel, "dkmax": parameters.dkmax,
-                "tcut": parameters.tcut,
-                "add_correlation_time": parameters.add_correlation_time,
-                "subdiv_limit": parameters.subdiv_limit,
-                "liouvillian_epsrel": parameters.liouvillian_epsrel,
-                "name": parameters.name, "description": parameters.description},
-            "bath": {
-                "name": self.bath.name, "description": self.bath.description,
-                "coupling_operator_real": coupling.real.tolist(),
-                "coupling_operator_imag": coupling.imag.tolist(),
-                "correlations": described},
-        }
+        return process_tensor_metadata("PtTempo", self.bath, self._parameters,
+                                       self._start_time, self._end_time, self._num_steps,
+                                       self.unique)
 
     @property
     def num_steps(self) -> int:
@@ -292,6 +267,39 @@ class _StepSink:
         """Discard a file being written (nothing appears under its name)."""
         if isinstance(self.target, FileProcessTensor):
             self.target.abort()
+
+
+def process_tensor_metadata(created_by: str, bath: Bath, parameters: TempoParameters,
+                            start_time: float, end_time: float, num_steps: int,
+                            unique: bool) -> dict:
+    """JSON-serialisable description of how a process tensor was made (stored in files)."""
+    correlations = bath.correlations
+    described = {"type": type(correlations).__name__, "text": str(correlations),
+                 "name": correlations.name}
+    for key in ("alpha", "zeta", "cutoff", "cutoff_type", "temperature"):
+        value = getattr(correlations, key, None)
+        if isinstance(value, (int, float, str)):
+            described[key] = value
+    coupling = bath.coupling_operator
+    return {
+        "created_by": created_by,
+        "start_time": start_time,
+        "end_time": end_time,
+        "num_steps": num_steps,
+        "unique": bool(unique),
+        "parameters": {
+            "dt": parameters.dt, "epsrel": parameters.epsrel, "dkmax": parameters.dkmax,
+            "tcut": parameters.tcut,
+            "add_correlation_time": parameters.add_correlation_time,
+            "subdiv_limit": parameters.subdiv_limit,
+            "liouvillian_epsrel": parameters.liouvillian_epsrel,
+            "name": parameters.name, "description": parameters.description},
+        "bath": {
+            "name": bath.name, "description": bath.description,
+            "coupling_operator_real": coupling.real.tolist(),
+            "coupling_operator_imag": coupling.imag.tolist(),
+            "correlations": described},
+    }
 
 
 def check_pt_interval(bath: Any, start_time: Any, end_time: Any,
