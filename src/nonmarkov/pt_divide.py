@@ -28,9 +28,10 @@ sites are the step tensors T[b, b', c] of a PT-TEMPO-format process tensor.
 Cost: log2(N) doublings plus one combination per further binary digit of
 N; each sweeps a chain of at most N + K sites. With full memory (K = N - 1)
 that is O(N log N) small decompositions instead of PT-TEMPO's O(N^2); with a
-memory cut it is O(N + K log N). The decompositions on the overlap work on
-bonds chi^2 (QR of (chi^2 m) x chi^2 matrices), so large bond dimensions make
-this method expensive; see docs/long_time.md.
+memory cut it is O(N + K log N). The product on the overlap has bonds
+chi^2; it is zipped (split into (chi m) x chi^2 matrices, never chi^2 on both
+sides), ~chi^5 per overlap site, so large bond dimensions make this method
+expensive; see docs/long_time.md.
 
 The construction runs on the host with NumPy/LAPACK whatever the backend:
 its shapes change at every combination, which the JAX backend would compile
