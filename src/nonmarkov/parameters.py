@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as default_np
 
@@ -103,6 +104,17 @@ def _correlation_resolution(bath: Bath) -> float:
     return float(taus[below[0]]) if below.size else float(taus[-1])
 
 
+def check_bath_interval(bath: Any, start_time: Any, end_time: Any) -> tuple[float, float]:
+    """``bath`` must be a Bath and [start_time, end_time] a non-empty interval."""
+    if not isinstance(bath, Bath):
+        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+    start_time = check.real_number(start_time, "start_time")
+    end_time = check.real_number(end_time, "end_time")
+    if end_time <= start_time:
+        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    return start_time, end_time
+
+
 def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
                            system: BaseSystem | None = None,
                            tolerance: float = config.DEFAULT_TOLERANCE) -> TempoParameters:
@@ -118,12 +130,7 @@ def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
     Works at zero coupling (then the memory cut is one step). The estimate is
     a starting point; check convergence by tightening the parameters.
     """
-    if not isinstance(bath, Bath):
-        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
-    start_time = check.real_number(start_time, "start_time")
-    end_time = check.real_number(end_time, "end_time")
-    if end_time <= start_time:
-        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    start_time, end_time = check_bath_interval(bath, start_time, end_time)
     tolerance = check.positive_number(tolerance, "tolerance")
     if tolerance >= 1.0:
         raise ValueError(f"tolerance must be < 1; got {tolerance}")

@@ -32,14 +32,13 @@ from typing import Any
 
 import numpy as default_np
 
-from . import _validation as check
 from ._threads import hot_loop_threads
 from .backends.host import to_backend
 from .backends.numerical_backend import np
 from .bath import Bath
 from .influence import DiscretisedInfluence
 from .io.process_tensor_file import FileProcessTensor
-from .parameters import TempoParameters
+from .parameters import TempoParameters, check_bath_interval
 from .process_tensor import BaseProcessTensor, SimpleProcessTensor
 from .progress import Progress, check_progress_type
 from .tempo import check_parameters
@@ -305,12 +304,7 @@ def process_tensor_metadata(created_by: str, bath: Bath, parameters: TempoParame
 def check_pt_interval(bath: Any, start_time: Any, end_time: Any,
                       dt: float) -> tuple[float, float, int]:
     """Check a process tensor's bath and interval; (start, end, number of steps)."""
-    if not isinstance(bath, Bath):
-        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
-    start_time = check.real_number(start_time, "start_time")
-    end_time = check.real_number(end_time, "end_time")
-    if end_time <= start_time:
-        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    start_time, end_time = check_bath_interval(bath, start_time, end_time)
     num_steps = int(round((end_time - start_time) / dt))
     if num_steps < 1:
         raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
