@@ -10,6 +10,8 @@ Problems are tiny so that the file also runs quickly on the JAX backend.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,33 @@ def test_zip_split_keeps_the_discarded_weight_below_epsrel(epsrel):
     np.testing.assert_allclose(u.conj().T @ u, np.eye(u.shape[1]), atol=1e-12)
     assert np.linalg.norm(matrix - u @ rest) <= epsrel * spectrum[0] * (1 + 1e-6)
     assert abs(u.shape[1] - kept_rank(spectrum, epsrel)) <= 1
+
+
+def test_file_target_checked_before_the_work(tmp_path, monkeypatch):
+    """pt_tempo_compute(method=...) with a file: an existing file without
+    overwrite is refused before anything is computed; True streams to an
+    automatic temporary name; the file holds the same PT."""
+    import nonmarkov.pt_divide
+
+    system, bath, rho0 = driven_spin_boson_model()
+    parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=2)
+    filename = tmp_path / "exists.hdf5"
+    filename.write_bytes(b"")
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("computed before the file target was checked")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nonmarkov.pt_divide, "pt_divide_and_conquer_compute", must_not_run)
+        with pytest.raises(FileExistsError, match="overwrite"):
+            nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, method="divide_and_conquer",
+                                process_tensor_file=str(filename))
+    on_file = nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, method="divide_and_conquer",
+                                  process_tensor_file=True, progress_type="silent")
+    try:
+        in_memory = divide(bath, parameters, 5)
+        np.testing.assert_allclose(states_of(system, rho0, on_file),
+                                   states_of(system, rho0, in_memory), rtol=0, atol=1e-12)
+    finally:
+        on_file.close()
+        os.remove(on_file.filename)

@@ -364,17 +364,17 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
         from .pt_divide import pt_divide_and_conquer_compute
         from .pt_repeated import pt_repeated_block_compute
 
-        if process_tensor_file is True:
-            raise ValueError(f"method={method!r} needs a file name for "
-                             "process_tensor_file, not True")
+        if not isinstance(overwrite, bool):
+            raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
+        target = _resolve_process_tensor_file(process_tensor_file, overwrite)  # before the work
         construct = (pt_repeated_block_compute if method == "repeated_block"
                      else pt_divide_and_conquer_compute)
         pt = construct(bath, start_time, end_time, parameters, unique=unique,
                        progress_type=progress_type, name=name, description=description)
-        if process_tensor_file in (None, False):
+        if target is None:
             return pt
-        pt.export(process_tensor_file, overwrite=overwrite)
-        return FileProcessTensor(process_tensor_file, "read")
+        pt.export(target, overwrite=overwrite)
+        return FileProcessTensor(target, "read")
     pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique,
                        process_tensor_file=process_tensor_file, overwrite=overwrite,
                        name=name, description=description)
