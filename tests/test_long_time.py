@@ -319,3 +319,39 @@ def test_pt_tempo_compute_method_repeated_block(tmp_path):
     np.testing.assert_allclose(from_file.states, reference.states, rtol=0, atol=1e-10)
     with pytest.raises(ValueError, match="method"):
         nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="divide")
+
+
+def test_compute_dynamics_and_correlations_take_a_uniform_pt():
+    """compute_dynamics(process_tensor=uniform, num_steps=N) equals
+    compute_uniform_dynamics (1e-12); next to a finite PT of another bath it
+    runs for that PT's length and equals the same run with the uniform PT
+    made finite by hand; compute_correlations takes it too. Without
+    num_steps or a finite PT it is a clear error."""
+    system, bath, rho0 = driven_spin_boson_model()
+    parameters = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)
+    uniform = pt_uniform_compute(bath, parameters, progress_type="silent")
+    reference = compute_uniform_dynamics(system, rho0, 9, uniform, progress_type="silent")
+    dynamics = nm.compute_dynamics(system, rho0, process_tensor=uniform, num_steps=9,
+                                   progress_type="silent")
+    np.testing.assert_allclose(dynamics.states, reference.states, rtol=0, atol=1e-12)
+
+    other = nm.Bath(0.5 * SX, nm.PowerLawSD(0.05, 1.0, 4.0, temperature=0.5))
+    finite = nm.PtTempo(other, 0.0, 6 * 0.2, parameters).get_process_tensor(
+        progress_type="silent")
+    mixed = nm.compute_dynamics(system, rho0, process_tensor=[uniform, finite],
+                                progress_type="silent")
+    by_hand = nm.compute_dynamics(system, rho0, process_tensor=[
+        uniform.to_process_tensor(6), finite], progress_type="silent")
+    assert len(mixed) == 7
+    np.testing.assert_allclose(mixed.states, by_hand.states, rtol=0, atol=1e-12)
+    assert np.max(np.abs(mixed.states - reference.states[:7])) > 1e-4  # the second bath acts
+
+    _, correlations = nm.compute_correlations(system, uniform, SZ, SZ, 0.0, (0.0, 1.0),
+                                              initial_state=rho0, num_steps=6,
+                                              progress_type="silent")
+    _, by_hand_correlations = nm.compute_correlations(
+        system, uniform.to_process_tensor(6), SZ, SZ, 0.0, (0.0, 1.0), initial_state=rho0,
+        progress_type="silent")
+    np.testing.assert_allclose(correlations, by_hand_correlations, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="num_steps"):
+        nm.compute_dynamics(system, rho0, process_tensor=uniform)

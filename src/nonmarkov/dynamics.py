@@ -53,15 +53,33 @@ _STREAM_CACHE_BYTES = 64 * 2**20
 _SCAN_BYTES = 2 * 2**30
 
 
-def _as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
+def _as_process_tensor_list(process_tensor: Any, num_steps: Any) -> list[BaseProcessTensor]:
+    """The non-trivial process tensors, a :class:`UniformProcessTensor` made finite.
+
+    A uniform process tensor has no length: it runs for ``num_steps``, or
+    for the length of the shortest finite process tensor next to it.
+    """
+    from .uniform_pt import UniformProcessTensor
+
     if process_tensor is None:
         return []
     items = list(process_tensor) if isinstance(process_tensor, Sequence) else [process_tensor]
     for i, item in enumerate(items):
-        if not isinstance(item, BaseProcessTensor):
+        if not isinstance(item, (BaseProcessTensor, UniformProcessTensor)):
             raise TypeError(f"process_tensor[{i}] must be a process tensor; "
                             f"got {type(item).__name__}")
-    return [item for item in items if not isinstance(item, TrivialProcessTensor)]
+    items = [item for item in items if not isinstance(item, TrivialProcessTensor)]
+    if not any(isinstance(item, UniformProcessTensor) for item in items):
+        return items
+    if num_steps is None:
+        finite = [len(item) for item in items if isinstance(item, BaseProcessTensor)]
+        if not finite:
+            raise ValueError("a UniformProcessTensor runs for any number of steps: give "
+                             "num_steps")
+        num_steps = min(finite)
+    num_steps = check.positive_integer(num_steps, "num_steps", minimum=1)
+    return [item.to_process_tensor(num_steps) if isinstance(item, UniformProcessTensor)
+            else item for item in items]
 
 
 def _resolve_grid(process_tensors: list[BaseProcessTensor], dt: float | None,
@@ -119,7 +137,7 @@ def check_dynamics_inputs(system: Any, process_tensor: Any, initial_state: Any, 
     if control is not None and control.dimension != system.dimension:
         raise ValueError(f"control has dimension {control.dimension}, the system "
                          f"{system.dimension}")
-    process_tensors = _as_process_tensor_list(process_tensor)
+    process_tensors = _as_process_tensor_list(process_tensor, num_steps)
     for i, pt in enumerate(process_tensors):
         if pt.dimension != system.dimension:
             raise ValueError(f"process tensor {i} has dimension {pt.dimension} but the system "
@@ -241,7 +259,10 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
     num_steps : number of steps; the process tensors' length if None.
     start_time : time of the initial state.
     process_tensor : a process tensor, a list of them (independent baths),
-        or None (no bath: Lindblad dynamics of the system alone).
+        or None (no bath: Lindblad dynamics of the system alone). A
+        :class:`~nonmarkov.UniformProcessTensor` runs for ``num_steps`` (or
+        the shortest finite process tensor's length); for very long runs
+        :func:`~nonmarkov.compute_uniform_dynamics` keeps memory constant.
     control : optional :class:`Control`.
     record_all : record every step (True) or only the final state.
     subdiv_limit, liouvillian_epsrel : quadrature settings for
