@@ -18,9 +18,10 @@ product of the columns of a block is a function of its n points and of
 the rows of the K points after it; it is stored as one chain (MPS) of
 n + K sites, the K "tail" sites last. Combining block A with the block B
 that follows it identifies A's tail with the rows of B's first K sites: the
-chain of A ⊗ B is A's points, the K site-wise products of A's tail with B's
-first K sites (bond chi_A chi_B there), and the rest of B; one QR sweep and
-one SVD sweep (``epsrel``, the library's rule) recompress it. At the end of
+chain of the product is A's points, the K site-wise products of A's tail
+with B's first K sites (bond chi_A chi_B there), and the rest of B; it is
+zipped and recompressed by one SVD sweep (``epsrel``, the library's rule;
+:func:`nonmarkov.tn.combine.multiply_overlapping`). At the end of
 the run the tail is closed with the row x = 0 (a population: every factor
 I_l(0, .) = 1, so points after the end have no influence), and the n point
 sites are the step tensors T[b, b', c] of a PT-TEMPO-format process tensor.
