@@ -32,6 +32,10 @@ PRX 14, 011010 (2024)), and an end vector.
 
 Untruncated (tiny epsrel) this reproduces sequential PT-TEMPO with the same
 memory cut to rounding.
+
+The build runs on the host with NumPy/LAPACK on every backend (it needs a
+non-symmetric eigensolver anyway, and its 2K window steps change shape at
+every step); the dynamics and the steady state run on the active backend.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import numpy as default_np
 
 from . import _validation as check
 from ._threads import hot_loop_threads
+from .backends import use_backend
 from .backends.host import host_eig, to_backend
 from .backends.numerical_backend import np
 from .bath import Bath
@@ -351,7 +356,10 @@ class UniformPtBuilder:
         progress_type = check_progress_type(progress_type)
         if self._result is None:
             parameters = self._parameters
-            with hot_loop_threads():
+            # on the host whatever the backend (like the eigensolver it needs): the
+            # window's shapes change at every one of the 2K steps, which op-by-op JAX
+            # would compile anew each time (~80x slower on a CPU)
+            with use_backend("numpy"), hot_loop_threads():
                 built = build_uniform_tensors(self._influence, parameters.dkmax,
                                               parameters.epsrel, self.build_epsrel,
                                               progress_type)
