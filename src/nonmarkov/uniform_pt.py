@@ -33,9 +33,10 @@ PRX 14, 011010 (2024)), and an end vector.
 Untruncated (tiny epsrel) this reproduces sequential PT-TEMPO with the same
 memory cut to rounding.
 
-The build runs on the host with NumPy/LAPACK on every backend (it needs a
-non-symmetric eigensolver anyway, and its 2K window steps change shape at
-every step); the dynamics and the steady state run on the active backend.
+On the JAX backend the 2K window steps of the build run as the compiled
+PT-TEMPO kernel (:class:`nonmarkov.tn.compiled.CompiledWindow`); the rest of
+the build (Schmidt cut, overlaps, the non-symmetric eigensolver) runs on the
+host. The dynamics and the steady state run on the active backend.
 """
 
 from __future__ import annotations
@@ -246,9 +247,45 @@ def check_memory_parameters(parameters: Any) -> TempoParameters:
     return parameters
 
 
+def _compiled_window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
+                           progress: Progress) -> tuple[list[Any], list[Any], int]:
+    """The 2K window steps of the build with the compiled PT-TEMPO window (JAX).
+
+    Returns (window newest first, finalised sites oldest first, largest
+    bond) as host arrays, like the NumPy loop of :func:`build_uniform_tensors`.
+    """
+    from .tn.compiled import CompiledWindow
+
+    m = influence.num_classes
+    own = default_np.asarray(influence.own_factor())
+    carrier_rows = default_np.asarray(influence.carrier_rows)
+    norm = float(default_np.linalg.norm(own))
+    engine = CompiledWindow(
+        own / norm if norm > 0.0 else own, default_np.eye(m),
+        influence.lag_matrix_rows(1)[carrier_rows] * own[:, None], carrier_rows,
+        influence.lag_matrix_rows, default_np.eye(m), epsrel, k, np.dtype_complex,
+        oldest="finalize")
+    progress.update()
+    finalized: list[Any] = []
+    max_bond = 1
+    between, identity = default_np.ones((m, m)), default_np.eye(m)
+    done_steps = 1
+    while done_steps < 2 * k:
+        count = min(64, 2 * k - done_steps)
+        sites, ranks = engine.advance_finalize(count, between, identity)
+        finalized.extend(site for site, _ in sites if site is not None)
+        max_bond = max([max_bond] + ranks)
+        done_steps += count
+        progress.set_postfix(bond=max_bond)
+        progress.update(count)
+    window, _ = engine.host_window()
+    return window, finalized, max_bond
+
+
 def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: float,
                           build_epsrel: float | None = None, progress_type: str = "silent",
-                          title: str = "uniform PT") -> dict[str, Any]:
+                          title: str = "uniform PT",
+                          compiled_window: bool = False) -> dict[str, Any]:
     """Start block, repeating tensor and end vector of the uniform PT (host arrays).
 
     Runs the memory window over 2K points (K = ``dkmax``): the first K points
@@ -256,7 +293,9 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
     past), the last K stay in the window. The window's Schmidt vectors at its
     bond to the start block (cut with ``epsrel``) span the functions g of the
     module docstring; the window itself is truncated with ``build_epsrel``
-    (default ``epsrel``). Returns a dict with 'start_tensors' (K tensors
+    (default ``epsrel``); with ``compiled_window`` the window steps run as
+    the compiled PT-TEMPO kernel (JAX), the rest on the active backend.
+    Returns a dict with 'start_tensors' (K tensors
     T[b, b', c]), 'tensor' (chi, chi, m), 'end' (chi,), 'eigenvalue' (the
     factor T was divided by), 'singular_values' and 'max_bond' (largest bond
     during the build).
@@ -271,7 +310,10 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
     finalized: list[Any] = []
     max_bond = 1
     with Progress(2 * k, progress_type, title) as progress:
-        for step in range(2 * k):
+        if compiled_window:
+            window, finalized, max_bond = _compiled_window_steps(influence, k, build_epsrel,
+                                                                 progress)
+        for step in range(0 if not compiled_window else 2 * k, 2 * k):
             if step == 0:
                 window = [own.reshape(1, m, 1)]
             else:
@@ -356,13 +398,14 @@ class UniformPtBuilder:
         progress_type = check_progress_type(progress_type)
         if self._result is None:
             parameters = self._parameters
-            # on the host whatever the backend (like the eigensolver it needs): the
-            # window's shapes change at every one of the 2K steps, which op-by-op JAX
-            # would compile anew each time (~80x slower on a CPU)
+            # on JAX the 2K window steps run as the compiled PT-TEMPO kernel; the rest
+            # (Schmidt cut, overlaps, non-symmetric eigensolver) is host work, small
+            # and of changing shapes that op-by-op JAX would compile anew each time
+            compiled = np.backend_name == "jax"
             with use_backend("numpy"), hot_loop_threads():
                 built = build_uniform_tensors(self._influence, parameters.dkmax,
                                               parameters.epsrel, self.build_epsrel,
-                                              progress_type)
+                                              progress_type, compiled_window=compiled)
             to_eigen, from_eigen = self._influence.liouville_transforms()
             self.info = {key: built[key] for key in ("eigenvalue", "singular_values",
                                                       "max_bond")}
