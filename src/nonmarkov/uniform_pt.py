@@ -247,13 +247,40 @@ def check_memory_parameters(parameters: Any) -> TempoParameters:
     return parameters
 
 
+def _window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
+                  progress: Progress) -> tuple[list[Any], list[Any], int]:
+    """The 2K window steps of the build (PT-TEMPO's first 2K steps).
+
+    Returns the window (points K..2K-1, newest first), the finalised sites
+    (points 0..K-1, oldest first) and the largest bond.
+    """
+    m = influence.num_classes
+    own = to_backend(influence.own_factor())
+    lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
+    class_index = np.arange(m)
+    window = [own.reshape(1, m, 1)]
+    finalized: list[Any] = []
+    max_bond = 1
+    for step in range(2 * k):
+        if step > 0:
+            n = len(window)
+            oldest = "finalize" if n >= k else "keep"
+            front = window[0][0]
+            theta = np.broadcast_to(front[None], (m,) + front.shape)
+            window, done = advance_window(window, theta, class_index, lags[:n], own, epsrel,
+                                          oldest)
+            if done is not None:
+                finalized.append(done)
+        window[0], _ = normalise(window[0])
+        max_bond = max([max_bond] + [site.shape[2] for site in window])
+        progress.set_postfix(bond=max_bond)
+        progress.update()
+    return window, finalized, max_bond
+
+
 def _compiled_window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
                            progress: Progress) -> tuple[list[Any], list[Any], int]:
-    """The 2K window steps of the build with the compiled PT-TEMPO window (JAX).
-
-    Returns (window newest first, finalised sites oldest first, largest
-    bond) as host arrays, like the NumPy loop of :func:`build_uniform_tensors`.
-    """
+    """:func:`_window_steps` with the compiled PT-TEMPO window (JAX); host arrays."""
     from .tn.compiled import CompiledWindow
 
     m = influence.num_classes
@@ -300,35 +327,13 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
     factor T was divided by), 'singular_values' and 'max_bond' (largest bond
     during the build).
     """
-    m = influence.num_classes
     k = int(dkmax)
     build_epsrel = epsrel if build_epsrel is None else build_epsrel
     own = to_backend(influence.own_factor())
     lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
-    class_index = np.arange(m)
-    window: list[Any] = []
-    finalized: list[Any] = []
-    max_bond = 1
+    steps = _compiled_window_steps if compiled_window else _window_steps
     with Progress(2 * k, progress_type, title) as progress:
-        if compiled_window:
-            window, finalized, max_bond = _compiled_window_steps(influence, k, build_epsrel,
-                                                                 progress)
-        for step in range(0 if not compiled_window else 2 * k, 2 * k):
-            if step == 0:
-                window = [own.reshape(1, m, 1)]
-            else:
-                n = len(window)
-                oldest = "finalize" if n >= k else "keep"
-                front = window[0][0]
-                theta = np.broadcast_to(front[None], (m,) + front.shape)
-                window, done = advance_window(window, theta, class_index, lags[:n], own,
-                                              build_epsrel, oldest)
-                if done is not None:
-                    finalized.append(done)
-            window[0], _ = normalise(window[0])
-            max_bond = max([max_bond] + [site.shape[2] for site in window])
-            progress.set_postfix(bond=max_bond)
-            progress.update()
+        window, finalized, max_bond = steps(influence, k, build_epsrel, progress)
     # window: points k..2k-1 (newest first); finalized: points 0..k-1 (oldest first)
     chain, singular_values, coefficients = split_last_bond(left_orthonormalise(window), epsrel)
     weights = _trace_weights(influence.classes, influence.bath.dimension)
