@@ -19,6 +19,21 @@ def subprocess_json(command: list[str], env: dict) -> dict:
             return json.load(handle)
 
 
+OQUPY_PYTHON_HELP = "python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)"
+
+
+def add_comparison_arguments(parser, problems: list[str], default: list[str],
+                             reference_help: str) -> None:
+    """The options every side-by-side script shares (problems, JSON, OQuPy, threads)."""
+    parser.add_argument("--problems", nargs="+", default=default, choices=problems)
+    parser.add_argument("--json", default=None, help="write all records to this JSON file")
+    parser.add_argument("--oqupy-python", default=None, help=OQUPY_PYTHON_HELP)
+    parser.add_argument("--no-oqupy", action="store_true", help="run nonmarkov only")
+    parser.add_argument("--reference", action="store_true", help=reference_help)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+
+
 def oqupy_python(explicit: str | None) -> str:
     """The python of the OQuPy 0.5 venv: ``explicit``, or made by setup_oqupy_env.sh."""
     if explicit:

@@ -19,12 +19,12 @@ reports ratios of times measured in the same invocation.
 
     python benchmarks/bench_environments.py [--problems B4 B5] [--json out.json]
         [--oqupy-python PATH | --no-oqupy] [--reference] [--threads N]
-        [--pt-method sequential|repeated_block] [--epsrel E] [--steps N]
+        [--pt-method sequential|repeated_block|divide_and_conquer] [--epsrel E] [--steps N]
 
-``--pt-method repeated_block`` builds nonmarkov's process tensors with
-``pt_repeated_block_compute`` (stationary bath: 2K window steps instead of N,
-the same PT format; docs/long_time.md) instead of sequential PT-TEMPO; the
-reference always uses sequential PT-TEMPO.
+``--pt-method`` chooses how nonmarkov builds its process tensors
+(``pt_tempo_compute(method=...)``: sequential PT-TEMPO, one repeating block
+or divide and conquer for a stationary bath; the same PT format,
+docs/long_time.md); the reference always uses sequential PT-TEMPO.
 
 ``--reference`` also runs nonmarkov with a small epsrel (B4: 2**-20, B5: 1e-6;
 same dt and memory cut) and reports each code's max deviation from it
@@ -42,7 +42,13 @@ import time
 
 import numpy as np
 
-from _common import comparison_cells, oqupy_python, subprocess_json, thread_env
+from _common import (
+    add_comparison_arguments,
+    comparison_cells,
+    oqupy_python,
+    subprocess_json,
+    thread_env,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
@@ -57,11 +63,8 @@ PHASE_NAMES = {"pt_z": "pt_z", "pt_x": "pt_x", "dynamics": "dynamics",
 
 
 def _build_pt(nm, bath, end_time: float, parameters, method: str):
-    if method == "repeated_block":
-        return nm.pt_repeated_block_compute(bath, 0.0, end_time, parameters,
-                                            progress_type="silent")
-    return nm.PtTempo(bath, 0.0, end_time, parameters).get_process_tensor(
-        progress_type="silent")
+    return nm.pt_tempo_compute(bath, 0.0, end_time, parameters, method=method,
+                               progress_type="silent")
 
 
 def _b4(nm, spec: dict, epsrel: float, record: dict, method: str) -> None:
@@ -146,21 +149,14 @@ def max_deviation(record: dict, other: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", nargs="+", default=["B4", "B5"], choices=list(PROBLEMS))
-    parser.add_argument("--json", default=None, help="write all records to this JSON file")
-    parser.add_argument("--oqupy-python", default=None,
-                        help="python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)")
-    parser.add_argument("--no-oqupy", action="store_true", help="run nonmarkov only")
-    parser.add_argument("--reference", action="store_true",
-                        help="also compute a converged reference (small epsrel)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+    add_comparison_arguments(parser, list(PROBLEMS), ["B4", "B5"],
+                             "also compute a converged reference (small epsrel)")
     parser.add_argument("--epsrel", type=float, default=None,
                         help="override B4's epsrel (both codes; to compare converged runs)")
     parser.add_argument("--steps", type=int, default=None,
                         help="override B4's number of steps (both codes)")
     parser.add_argument("--pt-method", default="sequential",
-                        choices=["sequential", "repeated_block"],
+                        choices=["sequential", "repeated_block", "divide_and_conquer"],
                         help="how nonmarkov builds its process tensors")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-epsrel", type=float, default=None, help=argparse.SUPPRESS)

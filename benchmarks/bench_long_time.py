@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from _common import oqupy_python, spin_boson_model, subprocess_json, thread_env
+from _common import OQUPY_PYTHON_HELP, oqupy_python, spin_boson_model, subprocess_json, thread_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -328,8 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", default=["accuracy", "oqupy", "scaling", "long"],
                         choices=["accuracy", "oqupy", "scaling", "long"])
-    parser.add_argument("--oqupy-python", default=None,
-                        help="python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)")
+    parser.add_argument("--oqupy-python", default=None, help=OQUPY_PYTHON_HELP)
     parser.add_argument("--oqupy-cache", default=None,
                         help="JSON of an earlier OQuPy run to reuse (written if missing)")
     parser.add_argument("--json", default=os.path.join(RESULTS, "long_time.json"))

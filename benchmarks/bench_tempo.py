@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 from _common import (
+    add_comparison_arguments,
     comparison_cells,
     oqupy_python,
     spin_boson_model,
@@ -103,15 +104,8 @@ def _max_deviation(record: dict, other: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", nargs="+", default=["B1", "B2"], choices=list(PROBLEMS))
-    parser.add_argument("--json", default=None, help="write all records to this JSON file")
-    parser.add_argument("--oqupy-python", default=None,
-                        help="python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)")
-    parser.add_argument("--no-oqupy", action="store_true", help="run nonmarkov only")
-    parser.add_argument("--reference", action="store_true",
-                        help="also compute a converged reference (epsrel 1e-7)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+    add_comparison_arguments(parser, list(PROBLEMS), ["B1", "B2"],
+                             "also compute a converged reference (epsrel 1e-7)")
     parser.add_argument("--epsrel-scan", type=float, nargs="+", default=[],
                         help="extra nonmarkov runs at these epsrel values")
     parser.add_argument("--reference-cache", default=None,
