@@ -176,13 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     records: dict = {}
     for problem in args.problems:
         entry: dict = {}
-        me = [sys.executable, os.path.abspath(__file__), "--worker", problem]
-        overrides = [] if args.epsrel is None else ["--epsrel", repr(args.epsrel)]
-        if args.steps is not None:
-            overrides += ["--steps", str(args.steps)]
-        me += [] if args.steps is None else ["--steps", str(args.steps)]
+        steps = [] if args.steps is None else ["--steps", str(args.steps)]
+        epsrel_args = [] if args.epsrel is None else ["--epsrel", repr(args.epsrel)]
+        overrides = epsrel_args + steps
+        me = [sys.executable, os.path.abspath(__file__), "--worker", problem] + steps
         entry["nonmarkov"] = subprocess_json(
-            me + ["--pt-method", args.pt_method] + overrides, env)
+            me + ["--pt-method", args.pt_method] + epsrel_args, env)
         if oqupy:
             entry["oqupy"] = subprocess_json(
                 [oqupy, os.path.join(HERE, "oqupy_environments.py"), "--problem",
