@@ -172,32 +172,17 @@ class PtTempo:
         sink.finish(list(reversed(window)), log_scale)
 
     def _run_compiled(self, sink: _StepSink, progress_type: str) -> None:
-        """The PT-TEMPO loop with the compiled window (JAX backend).
-
-        The step of :meth:`_run` is the TEMPO step with no system: the new
-        point couples to the front through an all-ones (m, m) ``between`` and
-        the identity as class projector.
-        """
-        from .tn.compiled import CompiledWindow
-
+        """The PT-TEMPO loop with the compiled window (:func:`compiled_pt_window`)."""
         influence = self._influence
         m = influence.num_classes
-        own = default_np.asarray(influence.own_factor())
-        carrier_rows = default_np.asarray(influence.carrier_rows)
-        norm = float(default_np.linalg.norm(own))
-        log_scale = math.log(norm) if norm > 0.0 else 0.0
-        front = own / norm if norm > 0.0 else own
-        dtype = np.dtype_complex
+        front, log_scale = _first_point(influence)
         with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
             progress.update()
             if self._num_steps == 1:
-                sink.finish([front.reshape(1, m, 1).astype(dtype)], log_scale)
+                sink.finish([front.reshape(1, m, 1).astype(np.dtype_complex)], log_scale)
                 return
-            engine = CompiledWindow(
-                front, default_np.eye(m), influence.lag_matrix_rows(1)[carrier_rows]
-                * own[:, None], carrier_rows, influence.lag_matrix_rows, default_np.eye(m),
-                self._parameters.epsrel, self._parameters.dkmax, dtype, log_scale=log_scale,
-                oldest="finalize")
+            engine = compiled_pt_window(influence, self._parameters.epsrel,
+                                        self._parameters.dkmax)
             self._engine = engine
             between, identity = default_np.ones((m, m)), default_np.eye(m)
             step = 1
@@ -266,6 +251,36 @@ class _StepSink:
         """Discard a file being written (nothing appears under its name)."""
         if isinstance(self.target, FileProcessTensor):
             self.target.abort()
+
+
+def _first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, float]:
+    """The first point's own factor (m,), normalised, and the log of its norm."""
+    own = default_np.asarray(influence.own_factor())
+    norm = float(default_np.linalg.norm(own))
+    if norm == 0.0:
+        return own, 0.0
+    return own / norm, math.log(norm)
+
+
+def compiled_pt_window(influence: DiscretisedInfluence, epsrel: float,
+                       memory: int | None) -> Any:
+    """PT-TEMPO's memory window as the compiled kernel (JAX), holding the first point.
+
+    A :class:`nonmarkov.tn.compiled.CompiledWindow` with ``oldest='finalize'``;
+    its steps are ``advance_finalize(count, ones((m, m)), eye(m))`` (the TEMPO
+    step with no system: the new point couples to the front through an
+    all-ones ``between`` and the identity as class projector).
+    """
+    from .tn.compiled import CompiledWindow
+
+    m = influence.num_classes
+    front, log_scale = _first_point(influence)
+    own = default_np.asarray(influence.own_factor())
+    carrier_rows = default_np.asarray(influence.carrier_rows)
+    return CompiledWindow(
+        front, default_np.eye(m), influence.lag_matrix_rows(1)[carrier_rows] * own[:, None],
+        carrier_rows, influence.lag_matrix_rows, default_np.eye(m), epsrel, memory,
+        np.dtype_complex, log_scale=log_scale, oldest="finalize")
 
 
 def process_tensor_metadata(created_by: str, bath: Bath, parameters: TempoParameters,

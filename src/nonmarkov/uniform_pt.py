@@ -281,17 +281,10 @@ def _window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
 def _compiled_window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
                            progress: Progress) -> tuple[list[Any], list[Any], int]:
     """:func:`_window_steps` with the compiled PT-TEMPO window (JAX); host arrays."""
-    from .tn.compiled import CompiledWindow
+    from .pt_tempo import compiled_pt_window
 
     m = influence.num_classes
-    own = default_np.asarray(influence.own_factor())
-    carrier_rows = default_np.asarray(influence.carrier_rows)
-    norm = float(default_np.linalg.norm(own))
-    engine = CompiledWindow(
-        own / norm if norm > 0.0 else own, default_np.eye(m),
-        influence.lag_matrix_rows(1)[carrier_rows] * own[:, None], carrier_rows,
-        influence.lag_matrix_rows, default_np.eye(m), epsrel, k, np.dtype_complex,
-        oldest="finalize")
+    engine = compiled_pt_window(influence, epsrel, k)
     progress.update()
     finalized: list[Any] = []
     max_bond = 1
