@@ -5,13 +5,19 @@ T=0); TEMPO with dt=0.1, tcut=3 (dkmax=30), unique=True, t in [0, 10].
 
 - B1: spin-boson, H_S = 0.5 sigma_x, coupling 0.5 sigma_z, initial state up,
   epsrel=1e-4 (bond dimension ~10).
-- B3: the same with epsrel=1e-7 (bond dimension in the hundreds; long on
-  NumPy: shorten it with ``--end-time``).
+- B3: PT-TEMPO of the B1 bath and coupling at epsrel=1e-7 (dt=0.1, tcut=3,
+  100 steps, t in [0, 10]), then ``compute_dynamics`` with B1's system: the
+  bond dimension rises to several hundred once the memory window is full
+  (170 at t = 4), so this is the problem for an accelerator. Long on NumPy:
+  shorten it with ``--end-time B3=T``.
+- B3T: TEMPO (not PT) of B1 at epsrel=1e-7 (bond dimension ~50).
 - S1: spin 1, H_S = S_x, coupling S_z, initial state m=+1, epsrel=1e-4.
 - B2: PT-TEMPO of the B1 bath and coupling (dt=1/16, tcut=4 so dkmax=64,
   epsrel=2**-14, 128 steps, t in [0, 8]), then ``compute_dynamics`` with
-  H_S = 0.5 sigma_x from spin up; the time column is PT-TEMPO plus the
-  dynamics (each part is also printed separately).
+  H_S = 0.5 sigma_x from spin up.
+
+For the PT problems the time column is PT-TEMPO plus the dynamics (each part
+is also printed separately).
 
 Every run happens in its own process. For each problem the table gives the
 NumPy time, the JAX time of a cold process (with compilation; the
@@ -20,7 +26,12 @@ the kernels in a persistent compilation cache (warm), the ratios to NumPy and
 max |rho_numpy - rho_jax| over all time points.
 
     python benchmarks/bench_jax.py [--problems B1 B3 S1] [--end-time T | B3=T ...]
-        [--jax-platform cpu|cuda] [--no-warm] [--json out.json]
+        [--jax-platform cpu|cuda] [--no-warm] [--backends numpy jax]
+        [--numpy-blas-threads N] [--jax-cache DIR] [--trace-chunks] [--json out.json]
+
+``--trace-chunks`` prints every chunk of compiled steps of the JAX runs
+(steps, bond bucket, window sites, seconds) and a progress bar of the NumPy
+runs, to follow a long run.
 
 ``--precision-check`` instead compares single with double precision on both
 backends (in this process): B1 (spin-boson, t in [0, 10]) and an
@@ -46,7 +57,8 @@ from _common import spin_boson_model
 
 PROBLEMS = {
     "B1": {"spin": "1/2", "epsrel": 1e-4, "end_time": 10.0},
-    "B3": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
+    "B3": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0, "kind": "pt"},
+    "B3T": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
     "S1": {"spin": "1", "epsrel": 1e-4, "end_time": 10.0},
     "B2": {"spin": "1/2", "epsrel": 2.0**-14, "end_time": 8.0, "kind": "pt",
            "dt": 1.0 / 16.0, "tcut": 4.0},
@@ -67,12 +79,33 @@ def _model(spin: str):
     return nm, nm.System(hamiltonian), nm.Bath(coupling, bath.correlations), rho0
 
 
-def run_worker(problem: str, end_time: float) -> dict:
+def _trace_chunks() -> None:
+    """Print every chunk of compiled steps to stderr (steps, bucket, sites, seconds)."""
+    from nonmarkov.tn import compiled
+
+    run_chunk = compiled.CompiledWindow._run_chunk
+
+    def traced(self, propagators):
+        start, bond, redos = time.perf_counter(), self.bond, self.redos
+        result = run_chunk(self, propagators)
+        print(f"chunk: {len(propagators):2d} steps, bucket {bond}->{self.bond}, "
+              f"{self._count} sites, largest rank {self.max_rank_seen}, "
+              f"redone {self.redos - redos}, {time.perf_counter() - start:.2f} s",
+              file=sys.stderr, flush=True)
+        return result
+
+    compiled.CompiledWindow._run_chunk = traced
+
+
+def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
     """One TEMPO run with the backend of the environment; returns the record."""
     start = time.perf_counter()
     spec = PROBLEMS[problem]
     nm, system, bath, rho0 = _model(spec["spin"])
     backend = nm.backends.get_backend()
+    progress = "bar" if trace and backend == "numpy" else "silent"
+    if trace and backend == "jax":
+        _trace_chunks()
     compile_seconds = [0.0]
     if backend == "jax":
         import jax
@@ -84,13 +117,14 @@ def run_worker(problem: str, end_time: float) -> dict:
         jax.monitoring.register_event_duration_secs_listener(listener)
     record: dict = {"problem": problem, "backend": backend, "end_time": end_time,
                     "device": nm.backends.info()["default_device"],
+                    "svd": nm.config.JAX_SVD,
                     "import_s": time.perf_counter() - start}
     parameters = nm.TempoParameters(dt=spec.get("dt", DT), tcut=spec.get("tcut", TCUT),
                                     epsrel=spec["epsrel"])
     start = time.perf_counter()
     if spec.get("kind") == "pt":
         pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters)
-        process_tensor = pt_tempo.get_process_tensor(progress_type="silent")
+        process_tensor = pt_tempo.get_process_tensor(progress_type=progress)
         record["pt_s"] = time.perf_counter() - start
         record["pt_compile_s"] = compile_seconds[0]
         middle = time.perf_counter()
@@ -100,7 +134,7 @@ def run_worker(problem: str, end_time: float) -> dict:
         record["max_bond_dimension"] = pt_tempo.max_bond_dimension
     else:
         tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
-        dynamics = tempo.compute(end_time, progress_type="silent")
+        dynamics = tempo.compute(end_time, progress_type=progress)
         record["max_bond_dimension"] = tempo.max_bond_dimension
     record["tempo_s"] = time.perf_counter() - start
     record["compile_s"] = compile_seconds[0]
@@ -109,6 +143,22 @@ def run_worker(problem: str, end_time: float) -> dict:
     record["states_re"] = states.real.tolist()
     record["states_im"] = states.imag.tolist()
     return record
+
+
+def fastest_svd(paths: list[str]) -> str:
+    """NONMARKOV_JAX_SVD of the fastest cold JAX run (time minus compilation) in the files."""
+    best, seconds = "default", math.inf
+    for path in paths:
+        try:
+            with open(path) as handle:
+                records = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        for record in records.values():
+            run = record.get("jax_cold")
+            if run and run["tempo_s"] - run["compile_s"] < seconds:
+                best, seconds = run["svd"], run["tempo_s"] - run["compile_s"]
+    return best
 
 
 def precision_check() -> list[str]:
@@ -152,11 +202,12 @@ def precision_check() -> list[str]:
     return rows
 
 
-def _run(problem: str, end_time: float, env: dict) -> dict:
+def _run(problem: str, end_time: float, env: dict, trace: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "out.json")
         command = [sys.executable, os.path.abspath(__file__), "--worker", problem,
                    "--end-time", f"{problem}={end_time!r}", "--json", path]
+        command += ["--trace-chunks"] if trace else []
         subprocess.run(command, check=True, env=env)
         with open(path) as handle:
             return json.load(handle)
@@ -164,6 +215,34 @@ def _run(problem: str, end_time: float, env: dict) -> dict:
 
 def _states(record: dict) -> np.ndarray:
     return np.array(record["states_re"]) + 1j * np.array(record["states_im"])
+
+
+def _table_rows(problem: str, numpy_record: dict | None, cold: dict | None,
+                warm: dict | None, record: dict) -> list[str]:
+    """The problem's table row (and the PT-TEMPO/dynamics split of a PT problem)."""
+    def seconds(item: dict | None) -> str:
+        return f"{item['tempo_s']:.2f}" if item else "-"
+
+    def ratio(item: dict | None) -> str:
+        return f"{item['tempo_s'] / numpy_record['tempo_s']:.2f}" if item and numpy_record \
+            else "-"
+
+    deviation = "-"
+    if numpy_record and cold:
+        record["max_deviation"] = float(np.max(np.abs(_states(cold) - _states(numpy_record))))
+        deviation = f"{record['max_deviation']:.1e}"
+    first = numpy_record or cold
+    compile_text = f"{cold['compile_s']:.2f}" if cold else "-"
+    rows = [f"{problem:8} {first['steps']:5d} {first['max_bond_dimension']:5d} "
+            f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>9} "
+            f"{seconds(warm):>10} {ratio(cold):>7} {ratio(warm):>7} {deviation:>9}  "
+            f"{cold['device'] if cold else '-'}"]
+    if "pt_s" in first:
+        parts = [("numpy", numpy_record), ("jax cold", cold), ("jax warm", warm)]
+        rows.append("  " + ", ".join(
+            f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}), "
+            f"dynamics {item['dynamics_s']:.2f} s" for name, item in parts if item))
+    return rows
 
 
 def _end_times(values: list[str], parser: argparse.ArgumentParser) -> dict[str, float]:
@@ -194,11 +273,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="JAX_PLATFORMS of the JAX runs (NumPy always runs on the CPU)")
     parser.add_argument("--no-warm", action="store_true",
                         help="skip the second JAX process with a warm compilation cache")
+    parser.add_argument("--backends", nargs="+", default=["numpy", "jax"],
+                        choices=["numpy", "jax"], help="which backends to run (default both)")
+    parser.add_argument("--numpy-blas-threads", type=int, default=None,
+                        help="NONMARKOV_BLAS_THREADS of the NumPy runs (0: BLAS default, "
+                             "all cores; default: the environment's, else 1)")
+    parser.add_argument("--jax-cache", default=None,
+                        help="persistent compilation cache of the JAX runs (default: a new "
+                             "empty one per problem, so the first JAX run is cold)")
+    parser.add_argument("--trace-chunks", action="store_true",
+                        help="print the progress of every run (see above)")
     parser.add_argument("--json", default=None, help="write all records to this JSON file")
     parser.add_argument("--precision-check", action="store_true",
                         help="compare single with double precision instead (see above)")
+    parser.add_argument("--fastest", nargs="+", default=None, metavar="JSON",
+                        help="print the NONMARKOV_JAX_SVD value of the fastest JAX run "
+                             "(time without compilation) among these --json files")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+
+    if args.fastest:
+        print(fastest_svd(args.fastest))
+        return 0
 
     if args.precision_check:
         print("\n".join(precision_check()))
@@ -206,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
     end_times = _end_times(args.end_time, parser)
     if args.worker:
-        record = run_worker(args.worker, end_times[args.worker])
+        record = run_worker(args.worker, end_times[args.worker], args.trace_chunks)
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
@@ -215,41 +311,35 @@ def main(argv: list[str] | None = None) -> int:
             if key not in ("NONMARKOV_JAX_CACHE_DIR", "JAX_PLATFORMS")}
     base.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     records: dict = {}
+    numpy_env = {**base, "NONMARKOV_BACKEND": "numpy"}
+    if args.numpy_blas_threads is not None:
+        numpy_env["NONMARKOV_BLAS_THREADS"] = str(args.numpy_blas_threads)
     header = (f"{'problem':8} {'steps':>5} {'bond':>5} {'numpy s':>8} {'jax cold s':>10} "
               f"{'compile s':>9} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
               f"{'max|drho|':>9}  jax device")
     rows = []
     for problem in args.problems:
         end_time = end_times[problem]
-        numpy_record = _run(problem, end_time, {**base, "NONMARKOV_BACKEND": "numpy"})
-        with tempfile.TemporaryDirectory() as cache:
-            jax_env = {**base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform,
-                       "NONMARKOV_JAX_CACHE_DIR": cache}
-            cold = _run(problem, end_time, jax_env)
-            warm = None if args.no_warm else _run(problem, end_time, jax_env)
-        deviation = float(np.max(np.abs(_states(cold) - _states(numpy_record))))
-        records[problem] = {"numpy": numpy_record, "jax_cold": cold, "jax_warm": warm,
-                            "max_deviation": deviation}
-        seconds = numpy_record["tempo_s"]
-        warm_text = f"{warm['tempo_s']:10.2f}" if warm else f"{'-':>10}"
-        warm_ratio = f"{warm['tempo_s'] / seconds:7.2f}" if warm else f"{'-':>7}"
-        rows.append(f"{problem:8} {numpy_record['steps']:5d} "
-                    f"{numpy_record['max_bond_dimension']:5d} {seconds:8.2f} "
-                    f"{cold['tempo_s']:10.2f} {cold['compile_s']:9.2f} {warm_text} "
-                    f"{cold['tempo_s'] / seconds:7.2f} {warm_ratio} {deviation:9.1e}  "
-                    f"{cold['device']}")
-        print(rows[-1], flush=True)
-        if "pt_s" in numpy_record:
-            parts = [("numpy", numpy_record), ("jax cold", cold), ("jax warm", warm)]
-            rows.append("  " + ", ".join(
-                f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}), "
-                f"dynamics {item['dynamics_s']:.2f} s" for name, item in parts if item))
-            print(rows[-1], flush=True)
+        numpy_record = cold = warm = None
+        if "numpy" in args.backends:
+            numpy_record = _run(problem, end_time, numpy_env, args.trace_chunks)
+        if "jax" in args.backends:
+            with tempfile.TemporaryDirectory() as cache:
+                jax_env = {**base, "NONMARKOV_BACKEND": "jax",
+                           "JAX_PLATFORMS": args.jax_platform,
+                           "NONMARKOV_JAX_CACHE_DIR": args.jax_cache or cache}
+                cold = _run(problem, end_time, jax_env, args.trace_chunks)
+                if not args.no_warm:
+                    warm = _run(problem, end_time, jax_env)
+        records[problem] = {"numpy": numpy_record, "jax_cold": cold, "jax_warm": warm}
+        rows.extend(_table_rows(problem, numpy_record, cold, warm, records[problem]))
+        for row in rows[-2:] if "pt_s" in (numpy_record or cold) else rows[-1:]:
+            print(row, flush=True)
+        if args.json:  # after every problem, so that a long run leaves what it has
+            with open(args.json, "w") as handle:
+                json.dump(records, handle)
     print("\n" + header)
     print("\n".join(rows))
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(records, handle)
     return 0
 
 

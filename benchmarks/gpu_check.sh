@@ -3,10 +3,23 @@
 #
 #   bash benchmarks/gpu_check.sh [--quick | --full]
 #
-# --quick (default, a few minutes): backend-agreement tests with --backend jax,
-#   B1 (t in [0, 10]) and B3 up to t = 2, NumPy on the CPU against JAX on the GPU.
-# --full: B1, B3 and S1 up to t = 10 (B3 on NumPy takes long).
-# Needs no network. Without a CUDA device JAX runs on the CPU (and says so).
+# Sections, in this order, each under its own time limit and all under one
+# budget (GPU_CHECK_BUDGET seconds, default 560; a section that would not fit
+# is cut at the budget and says so):
+#   1. device and library versions;
+#   2. the factorisations of a window step at bond 512, NumPy (CPU) against
+#      every JAX SVD algorithm on the device (bench_linalg.py);
+#   3. B1 and B2, NumPy (CPU, 1 BLAS thread) against JAX (cold and warm);
+#   4. B3 (the PT at epsrel 1e-7) up to t = 5: NumPy with all CPU cores against
+#      JAX (cold: with compilation);
+#   5. the backend-agreement tests with --backend jax;
+#   6. (GPU only) B3 up to t = 4 on JAX with NONMARKOV_JAX_SVD=jacobi, =polar
+#      and =default, with compiled kernels kept in a shared cache;
+#   7. --full: B3 up to t = 10 on JAX alone (NumPy would take hours), with the
+#      SVD algorithm that was fastest in 6, printing every chunk of steps.
+# Needs no network and no installed package: without an installed nonmarkov it
+# runs from src/. Without a CUDA device JAX runs on the CPU (and says so).
+# GPU_CHECK_OUT=DIR keeps every log and JSON file there.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -17,43 +30,88 @@ case "${1:-}" in
     *) echo "usage: $0 [--quick | --full]" >&2; exit 2 ;;
 esac
 
-export XLA_PYTHON_CLIENT_PREALLOCATE=false
-export NONMARKOV_PROGRESS=silent
-if JAX_PLATFORMS=cuda python -c "import jax; jax.devices('cuda')" >/dev/null 2>&1; then
+PYTHON=${PYTHON:-$(command -v python3 || command -v python)}
+if ! "$PYTHON" -c "import nonmarkov" >/dev/null 2>&1; then
+    export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+fi
+out=${GPU_CHECK_OUT:-$(mktemp -d)}
+mkdir -p "$out"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false NONMARKOV_PROGRESS=silent PYTHONUNBUFFERED=1
+budget=${GPU_CHECK_BUDGET:-560}
+start=$SECONDS
+
+# run_section NAME LIMIT COMMAND...: run with min(LIMIT, budget left) seconds, log to $out
+run_section() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$((budget - (SECONDS - start)))
+    if [ "$left" -lt 20 ]; then
+        echo "== $name: skipped (budget of ${budget} s spent)"
+        return 1
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    echo "== $name (at most ${limit} s)"
+    timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
+    local status=${PIPESTATUS[0]}
+    [ "$status" -eq 124 ] && echo "   ($name stopped at its time limit)"
+    return "$status"
+}
+
+if JAX_PLATFORMS=cuda "$PYTHON" -c "import jax; jax.devices('cuda')" >/dev/null 2>&1; then
     platform=cuda
 else
     platform=cpu
     echo "note: no CUDA device visible to JAX; the JAX runs use the CPU"
 fi
+export JAX_PLATFORMS=$platform
 
 echo "== device"
-NONMARKOV_BACKEND=jax JAX_PLATFORMS=$platform python -m nonmarkov info
+NONMARKOV_BACKEND=jax "$PYTHON" -m nonmarkov info
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version \
+    --format=csv,noheader
+"$PYTHON" -c "import jax, numpy, scipy; print('jax', jax.__version__, 'numpy', \
+numpy.__version__, 'scipy', scipy.__version__)"
+echo "CPU cores: $(nproc)"
 
-echo "== backend agreement tests (--backend jax, JAX_PLATFORMS=$platform)"
-test_log=$(mktemp)
-JAX_PLATFORMS=$platform timeout 300 python -m pytest -q -p no:cacheprovider --backend jax \
+run_section linalg 45 "$PYTHON" benchmarks/bench_linalg.py --bonds 512 --repeat 2
+
+bench() {  # bench NAME LIMIT ARGS...: bench_jax.py with its JSON in $out/NAME.json
+    local name=$1 limit=$2
+    shift 2
+    run_section "$name" "$limit" "$PYTHON" benchmarks/bench_jax.py --jax-platform "$platform" \
+        --json "$out/$name.json" "$@"
+}
+bench small 80 --problems B1 B2
+bench b3_t5 220 --problems B3 --end-time B3=5 --numpy-blas-threads 0 --no-warm
+
+run_section tests 100 "$PYTHON" -m pytest -q -p no:cacheprovider --backend jax \
     tests/test_compiled.py tests/test_tempo.py \
-    -k "compiled or agree or padding or transfers or single or kept_rank or independent_boson" \
-    2>&1 | tee "$test_log" | tail -n 3
-test_summary=$(tail -n 1 "$test_log")
-rm -f "$test_log"
+    -k "compiled or agree or padding or transfers or single or kept_rank or independent_boson"
+test_summary=$(tail -n 1 "$out/tests.log" 2>/dev/null || echo "not run")
 
-echo "== benchmarks (NumPy on the CPU, JAX on $platform)"
-if [ "$mode" = quick ]; then
-    problems=(B1 B3)
-    end_times=(B3=2)
-else
-    problems=(B1 B3 S1)
-    end_times=(10)
+cache="$out/jax_cache"  # shared by the runs below: their kernels compile once
+best_svd=default
+if [ "$platform" = cuda ]; then
+    for algorithm in jacobi polar default; do
+        NONMARKOV_JAX_SVD=$algorithm bench "svd_$algorithm" 50 --problems B3 \
+            --end-time B3=4 --backends jax --no-warm --jax-cache "$cache"
+    done
+    best_svd=$("$PYTHON" benchmarks/bench_jax.py --fastest "$out"/svd_*.json)
+    echo "fastest SVD algorithm on B3 (t <= 4, without compilation): $best_svd"
 fi
-bench_log=$(mktemp)
-timeout 480 python benchmarks/bench_jax.py --problems "${problems[@]}" \
-    --end-time "${end_times[@]}" --jax-platform "$platform" | tee "$bench_log" >/dev/null
-bench_status=${PIPESTATUS[0]}
+
+if [ "$mode" = full ]; then
+    NONMARKOV_JAX_SVD=$best_svd bench b3_full 600 --problems B3 --backends jax --no-warm \
+        --trace-chunks --jax-cache "$cache"
+fi
 
 echo
-echo "== summary ($mode, JAX on $platform)"
+echo "== summary ($mode, JAX on $platform, $((SECONDS - start)) s)"
 echo "tests: $test_summary"
-sed -n '/^problem/,$p' "$bench_log"
-[ "$bench_status" -eq 0 ] || echo "benchmark exit status: $bench_status"
-rm -f "$bench_log"
+for name in small b3_t5 svd_jacobi svd_polar svd_default b3_full; do
+    [ -f "$out/$name.log" ] || continue
+    echo "-- $name"
+    sed -n '/^problem/,$p' "$out/$name.log"
+done
+[ -f "$out/linalg.log" ] && { echo "-- factorisations"; cat "$out/linalg.log"; }
+echo "logs and JSON: $out"

@@ -229,6 +229,39 @@ def test_first_growth_takes_the_smallest_bucket_that_fits():
     numpy.testing.assert_allclose(small, reference, rtol=0, atol=1e-10)
 
 
+def test_chunks_shorten_and_the_bucket_grows_ahead_while_the_bond_rises():
+    """A redo costs a whole chunk: while the largest rank rises the chunks are one step
+    long and the bucket grows before the rise seen per step would overflow it."""
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
+    _, tempo = run_tempo(model, parameters, 0.3, initial_bond=40, chunk=8)
+    engine = tempo._engine
+    engine.max_rank_seen, engine._stride = 30, 8
+    engine._plan_next_chunk(30, 8)  # the largest rank held: longer chunks, up to 8
+    assert engine._stride == 8 and engine.bond == 40
+    engine._stride = 2
+    engine._plan_next_chunk(30, 2)
+    assert engine._stride == 4
+    engine._plan_next_chunk(36, 2)  # +3 per step; 36 + 3 fits in 40
+    assert engine._stride == 1 and engine._growth == 3 and engine.bond == 40
+    engine._plan_next_chunk(39, 1)  # 39 + 3 would not fit: grow now
+    assert engine.max_rank_seen == 39
+    assert engine.bond == compiled.bond_bucket(39 + 3) == 48
+
+
+def test_svd_algorithm_is_a_choice_that_does_not_change_the_result(monkeypatch):
+    """NONMARKOV_JAX_SVD picks JAX's SVD algorithm; QR-based and default agree."""
+    assert compiled._svd_algorithm("default", "cpu") is None
+    with pytest.raises(ValueError, match="not available on the CPU"):
+        compiled._svd_algorithm("polar", "cpu")
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=5)
+    default, _ = run_tempo(model, parameters, 1.0)
+    monkeypatch.setattr(nm.config, "JAX_SVD", "qr")
+    qr_based, _ = run_tempo(model, parameters, 1.0)
+    numpy.testing.assert_allclose(qr_based, default, rtol=0, atol=1e-12)
+
+
 # --------------------------------------------------------------------------
 # host round trips
 # --------------------------------------------------------------------------
@@ -243,7 +276,8 @@ def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk():
             tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
             tempo.compute(0.5, progress_type="silent")  # compiles; bond settles
             engine = tempo._engine
-            bond, fetches = engine.bond, engine.fetches
+            bond, fetches, chunks, redos = engine.bond, engine.fetches, engine.chunks, \
+                engine.redos
             with jax.transfer_guard("disallow"):
                 # the guard is active: an implicit device-to-host copy fails
                 with pytest.raises(Exception, match="[Dd]isallowed"):
@@ -251,8 +285,10 @@ def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk():
                 tempo.compute(1.7, progress_type="silent")  # 12 more steps, 3 chunks
     finally:
         compiled.DEFAULT_CHUNK = saved
-    assert engine.bond == bond  # no redo, so exactly one fetch per chunk
-    assert engine.fetches - fetches == 3
+    assert engine.bond == bond and engine.redos == redos  # so one fetch per chunk
+    assert engine.fetches - fetches == engine.chunks - chunks
+    # the bond holds: chunks double up to DEFAULT_CHUNK (at worst 1 + 2 + 4 + 4 + 1 steps)
+    assert 3 <= engine.fetches - fetches <= 5
     assert len(tempo.get_dynamics()) == 18
 
 

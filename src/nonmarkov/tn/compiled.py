@@ -21,7 +21,10 @@ that XLA compiles it once per shape:
 - the step returns the read-out vector and the largest wanted rank as device
   arrays. :class:`CompiledWindow` runs steps in chunks and fetches both once
   per chunk; if a wanted rank exceeded D it redoes the chunk from its start
-  with a larger bucket.
+  with a larger bucket. Chunks are short while the bond dimension is rising
+  (one step after a new largest rank, doubling while it holds, up to
+  ``chunk``), and the bucket grows ahead of a rising bond by the growth per
+  step seen last, so a redo is rare and costs at most a step or two;
 
 The optional ``max_rank`` caps every bond like ``max_rank`` of
 :func:`nonmarkov.tn.window.advance_window`.
@@ -46,6 +49,7 @@ from typing import Any
 
 import numpy as default_np
 
+from .. import config
 from .truncation import MULTIPLET_TOLERANCE
 
 #: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
@@ -56,12 +60,16 @@ BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
 #: bucket above the bonds a run needs costs on every step (12 for bonds of 10: 1.7x),
 #: while one that is too small costs one more compilation (about 1 s on a CPU).
 DEFAULT_INITIAL_BOND = 10
-#: Steps run between two fetches of the read-outs and ranks.
+#: Most steps run between two fetches of the read-outs and ranks.
 DEFAULT_CHUNK = 16
 #: When a bond outgrows its bucket a second time (the bond dimension is still rising),
-#: the new bucket holds this much more than it wanted (fewer compilations). The first
-#: growth takes the smallest bucket that holds the wanted rank.
+#: the new bucket holds this much more than it wanted (fewer compilations) while the
+#: bucket is below :data:`CHEAP_BOND`. The first growth takes the smallest bucket that
+#: holds the wanted rank.
 GROWTH_HEADROOM = 1.2
+#: Up to this bucket a step costs less than a compilation (~1 s), so growth takes
+#: headroom; above it a step costs more (~D^3) and growth takes the smallest bucket.
+CHEAP_BOND = 64
 
 
 def bond_bucket(rank: int, minimum: int = 1) -> int:
@@ -140,9 +148,28 @@ def _padded_qr(matrix: Any) -> tuple[Any, Any]:
     return q, jnp.where(unused[None, :], jnp.zeros((), r.dtype), r)
 
 
+def _svd_algorithm(name: str, platform: str) -> Any:
+    """``jax.lax.linalg.SvdAlgorithm`` for a :data:`nonmarkov.config.VALID_JAX_SVD` name."""
+    from jax import lax
+
+    if name == "default":
+        return None
+    if name in ("jacobi", "polar") and platform == "cpu":
+        raise ValueError(f"NONMARKOV_JAX_SVD={name!r} is not available on the CPU; "
+                         "use 'default', 'qr' or 'divide_and_conquer' there")
+    return getattr(lax.linalg.SvdAlgorithm, name.upper())
+
+
+def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
+    """Thin SVD (u, s, vh) with the configured algorithm."""
+    from jax import lax
+
+    return lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
+
+
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
           constants: dict[str, Any], memory: int, max_rank: int | None,
-          oldest: str = "trace") -> tuple[Any, ...]:
+          oldest: str = "trace", svd_algorithm: Any = None) -> tuple[Any, ...]:
     """One TEMPO (or PT-TEMPO) window step on padded arrays (traced by ``jax.jit``).
 
     Shapes: front (x, D), sites (L, D, m, D), count () int (sites in use
@@ -206,8 +233,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     previous = lax.dynamic_index_in_dim(chain, index, 0, keepdims=False)
     if oldest == "finalize":
         # split off the oldest point: last = (u s) vh, u s stays in the window
-        u, s, vh = jnp.linalg.svd(last[:, :, :bond].reshape(wide, dim_m * bond),
-                                  full_matrices=False)
+        u, s, vh = _svd(last[:, :, :bond].reshape(wide, dim_m * bond), svd_algorithm)
         final_rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < final_rank).astype(s.dtype)
         final_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
@@ -230,7 +256,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
     def cut(right: Any, site: Any) -> tuple[Any, Any, Any]:
         matrix = (site.reshape(wide * dim_m, wide) @ right).reshape(wide, dim_m * bond)
-        u, s, vh = jnp.linalg.svd(matrix, full_matrices=False)
+        u, s, vh = _svd(matrix, svd_algorithm)
         rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < rank).astype(s.dtype)
         new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
@@ -294,12 +320,31 @@ def _compiler_options() -> dict[str, Any]:
     return {}
 
 
+def compile_kernel(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.jit`` of ``function`` with full-precision matrix products.
+
+    On GPUs JAX multiplies float32/complex64 matrices in TF32 by default
+    (~1e-3 relative error), which would make single precision far less
+    accurate than on a CPU; the kernels are traced with the ``highest``
+    matmul precision instead (no effect in double precision). On a CPU the
+    XLA options of :func:`_compiler_options` apply.
+    """
+    jax, _, _ = _jax()
+
+    @functools.wraps(function)
+    def full_precision(*args: Any, **kwargs: Any) -> Any:
+        with jax.default_matmul_precision("highest"):
+            return function(*args, **kwargs)
+
+    return jax.jit(full_precision, compiler_options=_compiler_options())
+
+
 @functools.cache
 def _compiled_step(memory: int, max_rank: int | None, backend: str,
-                   oldest: str = "trace") -> Callable[..., tuple[Any, ...]]:
-    jax, _, _ = _jax()
-    return jax.jit(functools.partial(_step, memory=memory, max_rank=max_rank, oldest=oldest),
-                   compiler_options=_compiler_options())
+                   oldest: str = "trace", svd: str = "default") -> Callable[..., tuple[Any, ...]]:
+    return compile_kernel(functools.partial(_step, memory=memory, max_rank=max_rank,
+                                            oldest=oldest,
+                                            svd_algorithm=_svd_algorithm(svd, backend)))
 
 
 class CompiledWindow:
@@ -320,7 +365,8 @@ class CompiledWindow:
     dtype : complex dtype of the window.
     log_scale : log of the factor ``front`` was divided by.
     initial_bond : first bond bucket (default :data:`DEFAULT_INITIAL_BOND`).
-    chunk : steps run between two fetches (default :data:`DEFAULT_CHUNK`).
+    chunk : most steps run between two fetches (default :data:`DEFAULT_CHUNK`);
+        fewer while the bond dimension rises.
     max_rank : optional hard cap on every bond.
     oldest : ``'trace'`` (TEMPO, run with :meth:`advance`) or ``'finalize'``
         (PT-TEMPO, run with :meth:`advance_finalize`).
@@ -373,6 +419,11 @@ class CompiledWindow:
         self._propagators: tuple[Any, Any, Any, Any] | None = None
         self.max_rank_seen = 1
         self._grown = False  # whether the bucket has grown before (see GROWTH_HEADROOM)
+        self._stride = 1  # steps in the next chunk (adaptive, at most self._chunk)
+        self._growth = 0  # rise of the largest rank per step in the last chunk
+        #: chunks run, and chunks redone because a bond outgrew the bucket
+        self.chunks = 0
+        self.redos = 0
         #: number of device-to-host fetches so far (one per chunk, plus one per redo)
         self.fetches = 0
 
@@ -441,11 +492,13 @@ class CompiledWindow:
             raise ValueError("advance needs oldest='trace'; use advance_finalize")
         readouts: list[default_np.ndarray] = []
         ranks: list[int] = []
-        for begin in range(0, len(propagators), self._chunk):
-            chunk_readouts, chunk_ranks = self._run_chunk(
-                propagators[begin:begin + self._chunk])
+        begin = 0
+        while begin < len(propagators):
+            size = min(self._stride, len(propagators) - begin)
+            chunk_readouts, chunk_ranks = self._run_chunk(propagators[begin:begin + size])
             readouts.append(default_np.asarray(chunk_readouts))
             ranks.extend(chunk_ranks)
+            begin += size
         if not readouts:
             return default_np.zeros((0, self._dim_x), self._dtype), ranks
         return default_np.concatenate(readouts), ranks
@@ -462,8 +515,10 @@ class CompiledWindow:
             raise ValueError("advance_finalize needs oldest='finalize'")
         finalised: list[tuple[Any, float]] = []
         ranks: list[int] = []
-        for begin in range(0, num_steps, self._chunk):
-            size = min(self._chunk, num_steps - begin)
+        begin = 0
+        while begin < num_steps:
+            size = min(self._stride, num_steps - begin)
+            begin += size
             count = self._count
             outputs, chunk_ranks = self._run_chunk([(between, second)] * size)
             sites, final_ranks, logs, bond_ranks = outputs
@@ -498,10 +553,32 @@ class CompiledWindow:
 
     def _grown_bond(self, wanted: int) -> int:
         """Bucket after a bond wanted ``wanted`` > D: the smallest that holds it the first
-        time, with :data:`GROWTH_HEADROOM` after that (the bond is still rising)."""
-        headroom = GROWTH_HEADROOM if self._grown else 1.0
+        time, with :data:`GROWTH_HEADROOM` after that (the bond is still rising) while
+        steps are cheap (below :data:`CHEAP_BOND`)."""
+        cheap = bond_bucket(wanted, self._min_bond) <= CHEAP_BOND
+        headroom = GROWTH_HEADROOM if self._grown and cheap else 1.0
         self._grown = True
         return bond_bucket(math.ceil(headroom * wanted), self._min_bond)
+
+    def _plan_next_chunk(self, largest: int, steps: int) -> None:
+        """Chunk length and bucket for the next chunk after one of ``steps`` steps whose
+        largest wanted rank was ``largest``.
+
+        A new largest rank means the bond dimension is rising: the next chunk is one
+        step long and the bucket grows now if the rise per step seen would overflow it
+        in that step (a redo would cost the step). While the largest rank holds, the chunk
+        length doubles up to ``chunk``.
+        """
+        if largest > self.max_rank_seen:
+            self._growth = math.ceil((largest - self.max_rank_seen) / steps)
+            self._stride = 1
+        else:
+            self._growth = 0
+            self._stride = min(2 * self._stride, self._chunk)
+        self.max_rank_seen = max(self.max_rank_seen, largest)
+        expected = self.max_rank_seen + self._growth * self._stride
+        if expected > self.bond:
+            self._resize(self._grown_bond(expected), self.capacity)
 
     def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
         """Run a chunk of steps; returns the per-step outputs (host, stacked) and ranks."""
@@ -513,7 +590,7 @@ class CompiledWindow:
             if not self._memory and final_count > self.capacity:
                 self._resize(self.bond, bond_bucket(final_count))
             step = _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
-                                  self._oldest)
+                                  self._oldest, config.JAX_SVD)
             front, sites, count, log_scale = self._front, self._sites, self._count_device, \
                 self._log_scale
             outputs = []
@@ -532,11 +609,14 @@ class CompiledWindow:
             if largest <= self.bond:
                 break
             # a bond wanted more than the bucket holds: redo the chunk with a larger one
+            self.redos += 1
             self._front, self._sites, _, self._count_device, self._log_scale = start
-            self._resize(self._grown_bond(largest), self.capacity)
+            growth = math.ceil(max(largest - self.max_rank_seen, 0) / len(propagators))
+            self._resize(self._grown_bond(largest + growth), self.capacity)
             start = (self._front, self._sites, start[2], self._count_device, self._log_scale)
         self._front, self._sites, self._count_device, self._log_scale = \
             front, sites, count, log_scale
         self._count = final_count
-        self.max_rank_seen = max(self.max_rank_seen, largest)
+        self.chunks += 1
+        self._plan_next_chunk(largest, len(propagators))
         return readouts, wanted

@@ -78,12 +78,9 @@ def _run(state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...]
 
 @functools.cache
 def _compiled_run(record_all: bool, backend: str) -> Any:
-    import jax
+    from .compiled import compile_kernel
 
-    from .compiled import _compiler_options
-
-    return jax.jit(functools.partial(_run, record_all=record_all),
-                   compiler_options=_compiler_options())
+    return compile_kernel(functools.partial(_run, record_all=record_all))
 
 
 def run_chain(state: Any, first: Any, second: Any,

@@ -1,0 +1,121 @@
+"""The factorisations of the compiled window step, JAX (CPU or GPU) against NumPy.
+
+One compiled TEMPO/PT-TEMPO step at bond bucket D (carrier bond r = 3,
+m = 4 values per point, as in the spin-boson PT) spends its time in, per
+window site:
+
+- a QR of a (4 * 3D, 3D) complex matrix (left-to-right orthonormalisation);
+- an SVD of a (3D, 4D) complex matrix (right-to-left truncation).
+
+This script times both, complex128, for a few D: NumPy/LAPACK on the CPU
+(BLAS threads as configured by the environment) and ``jax.jit`` on JAX's
+default device, with every SVD algorithm JAX offers there. Each variant is
+checked against NumPy: relative error of the reconstruction and of the
+singular values (a variant that fails the check is marked, not hidden).
+
+    python benchmarks/bench_linalg.py [--bonds 64 128 256 512] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+
+def _timed(function, repeat: int) -> float:
+    """Median wall time (s) of ``function()`` after one warm-up call."""
+    function()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _graded_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """Random complex matrix with singular values falling from 1 to 1e-12 (like a window)."""
+    rank = min(rows, cols)
+    def gaussian(size: int) -> np.ndarray:
+        return rng.standard_normal((size, rank)) + 1j * rng.standard_normal((size, rank))
+
+    left, right = np.linalg.qr(gaussian(rows))[0], np.linalg.qr(gaussian(cols))[0]
+    values = np.logspace(0, -12, rank)
+    return (left * values) @ right.conj().T
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bonds", nargs="+", type=int, default=[64, 128, 256, 512])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--carrier", type=int, default=3, help="carrier bond r")
+    parser.add_argument("--classes", type=int, default=4, help="values m per point")
+    args = parser.parse_args(argv)
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jax import lax
+
+    device = jax.devices()[0]
+    algorithms = {"default": None}
+    for name in ("QR", "JACOBI", "POLAR", "DIVIDE_AND_CONQUER"):
+        if hasattr(lax.linalg.SvdAlgorithm, name):
+            algorithms[name.lower()] = getattr(lax.linalg.SvdAlgorithm, name)
+    rng = np.random.default_rng(7)
+    print(f"JAX device: {device.platform} ({device.device_kind}); complex128; "
+          f"r = {args.carrier}, m = {args.classes}", flush=True)
+    header = f"{'D':>5} {'operation':32} {'numpy ms':>9} {'jax ms':>9} {'np/jax':>7} {'error':>8}"
+    print(header, flush=True)
+    for bond in args.bonds:
+        wide = args.carrier * bond
+        tall = _graded_matrix(rng, args.classes * wide, wide)
+        flat = _graded_matrix(rng, wide, args.classes * bond)
+        numpy_qr = _timed(lambda: np.linalg.qr(tall), args.repeat)
+        numpy_svd = _timed(lambda: np.linalg.svd(flat, full_matrices=False), args.repeat)
+        reference = np.linalg.svd(flat, compute_uv=False)
+
+        tall_device = jax.device_put(tall)
+        qr = jax.jit(lambda a: jnp.linalg.qr(a))
+        q, r = qr(tall_device)
+        error = np.linalg.norm(np.asarray(q) @ np.asarray(r) - tall) / np.linalg.norm(tall)
+        seconds = _timed(lambda: jax.block_until_ready(qr(tall_device)), args.repeat)
+        label = f"qr ({tall.shape[0]}, {tall.shape[1]})"
+        print(f"{bond:5d} {label:32} {numpy_qr * 1e3:9.1f} "
+              f"{seconds * 1e3:9.1f} {numpy_qr / seconds:7.2f} {error:8.1e}", flush=True)
+
+        flat_device = jax.device_put(flat)
+        for name, algorithm in algorithms.items():
+            try:
+                svd = jax.jit(lambda a, algorithm=algorithm: lax.linalg.svd(
+                    a, full_matrices=False, algorithm=algorithm))
+                u, s, vh = svd(flat_device)
+                u, s, vh = np.asarray(u), np.asarray(s), np.asarray(vh)
+                error = max(np.linalg.norm((u * s) @ vh - flat) / np.linalg.norm(flat),
+                            np.max(np.abs(s - reference)) / reference[0])
+                seconds = _timed(lambda: jax.block_until_ready(svd(flat_device)), args.repeat)
+                ratio = f"{numpy_svd / seconds:7.2f}"
+                jax_ms = f"{seconds * 1e3:9.1f}"
+            except Exception as failure:  # an algorithm the platform does not offer
+                jax_ms, ratio, error = f"{'-':>9}", f"{'-':>7}", float("nan")
+                print(f"      svd {name}: {type(failure).__name__}: {str(failure)[:120]}")
+            label = f"svd {name} ({wide}, {args.classes * bond})"
+            print(f"{bond:5d} {label:32} {numpy_svd * 1e3:9.1f} {jax_ms} {ratio} {error:8.1e}",
+                  flush=True)
+        # the Hermitian eigensolver (Gram-matrix route), for comparison
+        gram = jax.jit(lambda a: jnp.linalg.eigh(a @ a.conj().T))
+        seconds = _timed(lambda: jax.block_until_ready(gram(flat_device)), args.repeat)
+        values = np.sqrt(np.abs(np.asarray(gram(flat_device)[0])))[::-1]
+        error = np.max(np.abs(values - reference)) / reference[0]
+        label = f"eigh of A A^H ({wide})"
+        print(f"{bond:5d} {label:32} {'':>9} {seconds * 1e3:9.1f} "
+              f"{'':>7} {error:8.1e}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
