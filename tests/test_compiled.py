@@ -126,6 +126,8 @@ def test_bond_buckets():
     for rank in (3, 9, 10, 33, 130, 1000):
         size = compiled.bond_bucket(rank)
         assert size >= rank and size <= 1.25 * rank + 2
+        if rank >= compiled.CHEAP_BOND:  # finer where a step costs more than a compilation
+            assert size <= 1.125 * rank + 1
     assert compiled.bond_bucket(10**5) >= 10**5
 
 
@@ -229,24 +231,35 @@ def test_first_growth_takes_the_smallest_bucket_that_fits():
     numpy.testing.assert_allclose(small, reference, rtol=0, atol=1e-10)
 
 
-def test_chunks_shorten_and_the_bucket_grows_ahead_while_the_bond_rises():
+def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise():
     """A redo costs a whole chunk: while the largest rank rises the chunks are one step
-    long and the bucket grows before the rise seen per step would overflow it."""
+    long, and the bucket grows before a steady rise would overflow it (not for a jump,
+    which may stop anywhere)."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
     _, tempo = run_tempo(model, parameters, 0.3, initial_bond=40, chunk=8)
     engine = tempo._engine
-    engine.max_rank_seen, engine._stride = 30, 8
+    engine.max_rank_seen, engine._stride, engine._growth, engine._grown = 30, 8, 0, False
     engine._plan_next_chunk(30, 8)  # the largest rank held: longer chunks, up to 8
     assert engine._stride == 8 and engine.bond == 40
     engine._stride = 2
     engine._plan_next_chunk(30, 2)
     assert engine._stride == 4
-    engine._plan_next_chunk(36, 2)  # +3 per step; 36 + 3 fits in 40
+    engine._plan_next_chunk(36, 2)  # +3 per step: one-step chunks
     assert engine._stride == 1 and engine._growth == 3 and engine.bond == 40
-    engine._plan_next_chunk(39, 1)  # 39 + 3 would not fit: grow now
-    assert engine.max_rank_seen == 39
-    assert engine.bond == compiled.bond_bucket(39 + 3) == 48
+    engine._plan_next_chunk(38, 1)  # steady: 38 + 2 still fits
+    assert engine.bond == 40
+    engine._plan_next_chunk(39, 1)  # steady: 39 + 1 fits
+    assert engine.bond == 40
+    engine._plan_next_chunk(40, 1)  # steady: 40 + 1 would not fit: grow now
+    assert engine.max_rank_seen == 40
+    assert engine.bond == compiled.bond_bucket(40 + 1) == 48  # first growth: no headroom
+    engine._plan_next_chunk(47, 1)  # +7 <= 25 % of 40: steady; 47 + 7 > 48
+    headroom = math.ceil(compiled.GROWTH_HEADROOM * 54)  # a cheap bucket grown before
+    assert engine.bond == compiled.bond_bucket(headroom) == 72
+    engine._stride, engine._growth = 4, 0
+    engine._plan_next_chunk(70, 1)  # a jump after a pause is not steady: no growth
+    assert engine.bond == 72 and engine._stride == 1
 
 
 def test_svd_algorithm_is_a_choice_that_does_not_change_the_result(monkeypatch):

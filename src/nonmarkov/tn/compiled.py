@@ -23,8 +23,8 @@ that XLA compiles it once per shape:
   per chunk; if a wanted rank exceeded D it redoes the chunk from its start
   with a larger bucket. Chunks are short while the bond dimension is rising
   (one step after a new largest rank, doubling while it holds, up to
-  ``chunk``), and the bucket grows ahead of a rising bond by the growth per
-  step seen last, so a redo is rare and costs at most a step or two;
+  ``chunk``), so a redo costs one step, and the bucket grows one step ahead
+  of a steady rise;
 
 The optional ``max_rank`` caps every bond like ``max_rank`` of
 :func:`nonmarkov.tn.window.advance_window`.
@@ -53,9 +53,12 @@ from .. import config
 from .truncation import MULTIPLET_TOLERANCE
 
 #: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
-#: Steps of at most 25 % (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...).
+#: Steps of at most 25 % below :data:`CHEAP_BOND` (4, 6, 8, 10, 12, 14, 16, 20, ..., 56)
+#: and of at most 12.5 % from there on (64, 72, 80, ..., 128, 144, ...), where a step
+#: costs more than a compilation and a bucket 25 % too large would cost up to ~2x per step.
 BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
-    {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 14) for i in range(4)}))
+    {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
+    | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}))
 #: First bucket tried (smaller windows are padded up to it). A step costs ~ D^3, so a
 #: bucket above the bonds a run needs costs on every step (12 for bonds of 10: 1.7x),
 #: while one that is too small costs one more compilation (about 1 s on a CPU).
@@ -67,6 +70,9 @@ DEFAULT_CHUNK = 16
 #: bucket is below :data:`CHEAP_BOND`. The first growth takes the smallest bucket that
 #: holds the wanted rank.
 GROWTH_HEADROOM = 1.2
+#: A rise of the largest rank by at most this fraction per step, two chunks in a row,
+#: is steady: the bucket then grows one step ahead of it.
+STEADY_RISE = 0.25
 #: Up to this bucket a step costs less than a compilation (~1 s), so growth takes
 #: headroom; above it a step costs more (~D^3) and growth takes the smallest bucket.
 CHEAP_BOND = 64
@@ -565,19 +571,21 @@ class CompiledWindow:
         largest wanted rank was ``largest``.
 
         A new largest rank means the bond dimension is rising: the next chunk is one
-        step long and the bucket grows now if the rise per step seen would overflow it
-        in that step (a redo would cost the step). While the largest rank holds, the chunk
-        length doubles up to ``chunk``.
+        step long, so a redo costs one step. While the largest rank holds, the chunk
+        length doubles up to ``chunk``. A steady rise (a new largest rank in two chunks
+        in a row, by at most :data:`STEADY_RISE` of the rank per step, as in a PT whose
+        memory window is full) grows the bucket before it would overflow in the next
+        step; a jump (a window filling up) may stop at any rank, and a bucket grown
+        ahead of it for nothing would cost every later step.
         """
-        if largest > self.max_rank_seen:
-            self._growth = math.ceil((largest - self.max_rank_seen) / steps)
-            self._stride = 1
-        else:
-            self._growth = 0
-            self._stride = min(2 * self._stride, self._chunk)
+        rising = largest > self.max_rank_seen
+        growth = math.ceil((largest - self.max_rank_seen) / steps) if rising else 0
+        steady = rising and self._growth > 0 and growth <= STEADY_RISE * self.max_rank_seen
+        self._growth = growth
+        self._stride = 1 if rising else min(2 * self._stride, self._chunk)
         self.max_rank_seen = max(self.max_rank_seen, largest)
-        expected = self.max_rank_seen + self._growth * self._stride
-        if expected > self.bond:
+        expected = self.max_rank_seen + growth
+        if steady and expected > self.bond:
             self._resize(self._grown_bond(expected), self.capacity)
 
     def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
@@ -611,8 +619,7 @@ class CompiledWindow:
             # a bond wanted more than the bucket holds: redo the chunk with a larger one
             self.redos += 1
             self._front, self._sites, _, self._count_device, self._log_scale = start
-            growth = math.ceil(max(largest - self.max_rank_seen, 0) / len(propagators))
-            self._resize(self._grown_bond(largest + growth), self.capacity)
+            self._resize(self._grown_bond(largest), self.capacity)
             start = (self._front, self._sites, start[2], self._count_device, self._log_scale)
         self._front, self._sites, self._count_device, self._log_scale = \
             front, sites, count, log_scale
