@@ -431,6 +431,36 @@ def test_compiled_pt_tempo_agrees_with_numpy(dkmax):
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
 
 
+def test_head_rows_bound_the_bonds_next_to_the_front():
+    # bond left of position j <= dim_x * m^j; positions factorised compactly while < wide
+    assert compiled._head_rows(4, 4, 384, 29) == [4, 16, 64, 256]
+    assert compiled._head_rows(4, 4, 384, 2) == [4, 16]
+    assert compiled._head_rows(4, 2, 30, 29) == [4, 8, 16]
+    assert compiled._head_rows(4, 4, 4, 29) == []
+
+
+@pytest.mark.parametrize("dkmax", [3, 6])
+def test_compact_head_positions_agree_with_numpy(dkmax):
+    """From bucket 64 on, the positions next to the front factorise only the rows that
+    their bond can have: same process tensor and dynamics as NumPy, for a window that
+    is all head (dkmax 3) and one that is not (dkmax 6)."""
+    bath = spin_boson()[1]
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
+    on_numpy, reference = run_pt_tempo(bath, parameters, 0.8, backend="numpy")
+    assert pt_tempo._engine.bond >= compiled.CHEAP_BOND
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
+                                     on_numpy.get_bond_dimensions())
+    numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
+    # TEMPO (read-out of every step) through the same compact head
+    model = spin_boson()
+    tempo_parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    states, tempo = run_tempo(model, tempo_parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
+    expected, _ = run_tempo(model, tempo_parameters, 0.8, backend="numpy")
+    assert tempo._engine.bond >= compiled.CHEAP_BOND
+    numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
+
+
 def test_compiled_pt_tempo_streams_to_a_file(tmp_path):
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=2)

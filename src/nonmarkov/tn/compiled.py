@@ -173,6 +173,31 @@ def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
     return lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
 
 
+def _head_rows(dim_x: int, dim_m: int, wide: int, capacity: int) -> list[int]:
+    """Bounds dim_x * dim_m^j on the bond left of window positions j = 0, 1, ... while
+    they are below ``wide`` (at most ``capacity`` positions)."""
+    rows: list[int] = []
+    while len(rows) < capacity and dim_x * dim_m ** len(rows) < wide:
+        rows.append(dim_x * dim_m ** len(rows))
+    return rows
+
+
+def _compact_qr(matrix: Any, width: int) -> tuple[Any, Any]:
+    """QR of the nonzero rows (n, width) of a padded matrix, R padded to (width, width).
+
+    Q is (n, k) and R (k, width) with k = min(n, width); R's rows k.. are zero,
+    so the bond index that R carries on stays compact (its first k entries).
+    """
+    _, jnp, _ = _jax()
+    rows = matrix.shape[0]
+    if rows >= width:
+        q, r = _padded_qr(matrix)
+    else:
+        q, r = jnp.linalg.qr(matrix)
+    q = jnp.pad(q, ((0, 0), (0, width - q.shape[1])))
+    return q, jnp.pad(r, ((0, width - r.shape[0]), (0, 0)))
+
+
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
           constants: dict[str, Any], memory: int, max_rank: int | None,
           oldest: str = "trace", svd_algorithm: Any = None) -> tuple[Any, ...]:
@@ -213,13 +238,29 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     front_q = jnp.pad(q, ((0, 0), (0, wide - q.shape[1])))
     tensor = jnp.pad(r, ((0, wide - r.shape[0]), (0, 0)))  # (wide, m * D * r)
 
-    def couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
-        q, r = _padded_qr(tensor.reshape(wide * dim_m, wide))
+    # The bond left of window position j is at most dim_x * m^j (the front and j points
+    # lie left of it): the first `head` positions, where that is below `wide`, factorise
+    # only those rows (the chain's bond index is kept compact there) - a short window
+    # with large bonds would otherwise pay the full bucket on every site. The head is
+    # unrolled, which lengthens the compilation: only from CHEAP_BOND on (where a step
+    # costs more than a compilation) and when it is at least a quarter of the window.
+    head_rows = _head_rows(dim_x, dim_m, wide, capacity) if bond >= CHEAP_BOND else []
+    if 4 * len(head_rows) < capacity:
+        head_rows = []
+    head = len(head_rows)
+
+    def couple(tensor: Any, site: Any, lag: Any, rows: int = wide) -> tuple[Any, Any]:
+        if rows < wide:
+            q, r = _compact_qr(tensor[:rows].reshape(rows * dim_m, wide), wide)
+        else:
+            q, r = _padded_qr(tensor.reshape(wide * dim_m, wide))
         by_row = jnp.moveaxis(r.reshape(wide, bond, num_rows), 2, 0)  # (r, k, D)
         site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
         product = jnp.matmul(by_row, site_by_row).reshape(num_rows, wide, dim_m, bond)
         tensor = jnp.moveaxis(product, 0, 3).reshape(wide, dim_m * wide)
-        return tensor, q.reshape(wide, dim_m, wide)
+        q = jnp.pad(q.reshape(-1, dim_m, wide), ((0, wide - q.shape[0] // dim_m), (0, 0),
+                                                 (0, 0)))
+        return tensor, q
 
     def pass_through(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
         return tensor, jnp.zeros((wide, dim_m, wide), dtype)
@@ -228,7 +269,15 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         j, site, lag = inputs
         return lax.cond(j < count, couple, pass_through, tensor, site, lag)
 
-    tensor, chain = lax.scan(left_to_right, tensor, (positions, sites, constants["lags"]))
+    head_chain = []
+    for j, rows in enumerate(head_rows):
+        tensor, q = lax.cond(j < count, functools.partial(couple, rows=rows), pass_through,
+                             tensor, sites[j], constants["lags"][j])
+        head_chain.append(q)
+    tensor, chain = lax.scan(left_to_right, tensor,
+                             (positions[head:], sites[head:], constants["lags"][head:]))
+    if head:
+        chain = jnp.concatenate([jnp.stack(head_chain), chain])
     last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
 
@@ -260,14 +309,20 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     front_q = jnp.where(trace & (count == 0), front_merged, front_q)
     count = jnp.where(trace, count, count + 1)
 
-    def cut(right: Any, site: Any) -> tuple[Any, Any, Any]:
-        matrix = (site.reshape(wide * dim_m, wide) @ right).reshape(wide, dim_m * bond)
+    def cut(right: Any, site: Any, rows: int = wide) -> tuple[Any, Any, Any]:
+        matrix = (site[:rows].reshape(rows * dim_m, wide) @ right).reshape(rows, dim_m * bond)
         u, s, vh = _svd(matrix, svd_algorithm)
+        size = s.shape[0]  # min(rows, m * bond)
+        if size < bond:  # a compact head position: pad to the bucket
+            u = jnp.pad(u, ((0, 0), (0, bond - size)))
+            s = jnp.pad(s, (0, bond - size))
+            vh = jnp.pad(vh, ((0, bond - size), (0, 0)))
         rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < rank).astype(s.dtype)
         new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
         new_site = new_site * _used_columns(matrix, bond)[None, None, :]
-        return u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :], new_site, rank
+        carry = u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :]
+        return jnp.pad(carry, ((0, wide - rows), (0, 0))), new_site, rank
 
     def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
         return right, jnp.zeros((bond, dim_m, bond), dtype), jnp.int32(0)
@@ -279,7 +334,16 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
     right, (new_sites, ranks) = lax.scan(
         right_to_left, jnp.eye(wide, bond, dtype=dtype),
-        (positions, chain), reverse=True)
+        (positions[head:], chain[head:]), reverse=True)
+    head_sites, head_ranks = [], []
+    for j in reversed(range(head)):
+        right, new_site, rank = lax.cond(
+            j < count, functools.partial(cut, rows=head_rows[j]), skip, right, chain[j])
+        head_sites.insert(0, new_site)
+        head_ranks.insert(0, rank)
+    if head:
+        new_sites = jnp.concatenate([jnp.stack(head_sites), new_sites])
+        ranks = jnp.concatenate([jnp.stack(head_ranks), ranks])
     wanted = jnp.maximum(jnp.max(ranks), 1)
     front = front_q @ right
 
