@@ -25,6 +25,10 @@ that XLA compiles it once per shape:
   (one step after a new largest rank, doubling while it holds, up to
   ``chunk``), so a redo costs one step, and the bucket grows one step ahead
   of a steady rise;
+- the bond left of window position j is at most x m^j: from bucket
+  :data:`CHEAP_BOND` on, the first positions where that bound is below the
+  bucket (when they are a quarter of the window or more) factorise only
+  those rows ("compact head", unrolled before the scans).
 
 The optional ``max_rank`` caps every bond like ``max_rank`` of
 :func:`nonmarkov.tn.window.advance_window`.
@@ -393,11 +397,11 @@ def _compiler_options() -> dict[str, Any]:
 def compile_kernel(function: Callable[..., Any]) -> Callable[..., Any]:
     """``jax.jit`` of ``function`` with full-precision matrix products.
 
-    On GPUs JAX multiplies float32/complex64 matrices in TF32 by default
-    (~1e-3 relative error), which would make single precision far less
-    accurate than on a CPU; the kernels are traced with the ``highest``
-    matmul precision instead (no effect in double precision). On a CPU the
-    XLA options of :func:`_compiler_options` apply.
+    At JAX's default precision a GPU may multiply float32/complex64 matrices
+    in TF32 (~1e-3 relative error); the kernels are traced with the
+    ``highest`` matmul precision so that single precision does not depend on
+    the device (no effect in double precision). On a CPU the XLA options of
+    :func:`_compiler_options` apply.
     """
     jax, _, _ = _jax()
 
