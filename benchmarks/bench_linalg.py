@@ -14,6 +14,11 @@ checked against NumPy: relative error of the reconstruction and of the
 singular values (a variant that fails the check is marked, not hidden).
 
     python benchmarks/bench_linalg.py [--bonds 64 128 256 512] [--repeat 3]
+
+``--step-memory`` instead compiles the whole PT-TEMPO window step (29 sites,
+as in B3) at each bond bucket with the default and the polar SVD and prints the
+temporary memory XLA plans for it (``memory_analysis``), without running it:
+the polar SVD asked for 135 GiB inside the B3 run on a GPU.
 """
 
 from __future__ import annotations
@@ -47,12 +52,48 @@ def _graded_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray
     return (left * values) @ right.conj().T
 
 
+def step_memory(bonds: list[int], algorithms: dict) -> None:
+    """Print XLA's temporary memory of the compiled PT-TEMPO step per bucket and SVD."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    from nonmarkov.tn import compiled
+
+    sites, classes, carrier = 29, 4, 3
+    constants = {"projector": jnp.eye(classes, dtype=complex),
+                 "first": jnp.ones((classes, classes), complex),
+                 "carrier": jnp.eye(carrier)[np.array([0, 1, 1, 2])].astype(complex),
+                 "lags": jnp.ones((sites, carrier, classes), complex),
+                 "out_map": jnp.eye(classes, dtype=complex), "epsrel": jnp.asarray(1e-7)}
+    print(f"{'D':>5} {'svd':20} {'temp GiB':>9} {'compile s':>9}", flush=True)
+    for bond in bonds:
+        arguments = (jnp.zeros((classes, bond), complex),
+                     jnp.zeros((sites, bond, classes, bond), complex),
+                     jnp.asarray(3, jnp.int32), jnp.asarray(0.0),
+                     jnp.ones((classes, classes), complex), jnp.eye(classes, dtype=complex),
+                     constants)
+        for name, algorithm in algorithms.items():
+            start = time.perf_counter()
+            step = jax.jit(functools.partial(compiled._step, memory=sites + 1, max_rank=None,
+                                             oldest="finalize", svd_algorithm=algorithm))
+            try:
+                memory = step.lower(*arguments).compile().memory_analysis()
+                text = f"{memory.temp_size_in_bytes / 2**30:9.3f}"
+            except Exception as failure:  # an algorithm the platform does not offer
+                text = f"{type(failure).__name__:>9}"
+            print(f"{bond:5d} {name:20} {text} {time.perf_counter() - start:9.1f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bonds", nargs="+", type=int, default=[64, 128, 256, 512])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--carrier", type=int, default=3, help="carrier bond r")
     parser.add_argument("--classes", type=int, default=4, help="values m per point")
+    parser.add_argument("--step-memory", action="store_true",
+                        help="XLA memory of the compiled window step instead (see above)")
     args = parser.parse_args(argv)
 
     import jax
@@ -66,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("QR", "JACOBI", "POLAR", "DIVIDE_AND_CONQUER"):
         if hasattr(lax.linalg.SvdAlgorithm, name):
             algorithms[name.lower()] = getattr(lax.linalg.SvdAlgorithm, name)
+    if args.step_memory:
+        step_memory(args.bonds, {name: algorithms[name] for name in ("default", "polar")
+                                 if name in algorithms})
+        return 0
     rng = np.random.default_rng(7)
     print(f"JAX device: {device.platform} ({device.device_kind}); complex128; "
           f"r = {args.carrier}, m = {args.classes}", flush=True)

@@ -10,11 +10,13 @@
 #   2. the factorisations of a window step at bond 512, NumPy (CPU) against
 #      every JAX SVD algorithm on the device (bench_linalg.py);
 #   3. B1 and B2, NumPy (CPU, 1 BLAS thread) against JAX (cold and warm);
-#   4. B3 (the PT at epsrel 1e-7) up to t = 5: NumPy with all CPU cores against
-#      JAX (cold: with compilation);
+#   4. B3 (the PT at epsrel 1e-7) up to t = 4: NumPy with all CPU cores against
+#      JAX (cold: with compilation); NumPy to t = 5 took over 220 s on 16 cores;
 #   5. the backend-agreement tests with --backend jax;
-#   6. (GPU only) B3 up to t = 4 on JAX with NONMARKOV_JAX_SVD=jacobi, =polar
-#      and =default, with compiled kernels kept in a shared cache;
+#   6. (GPU only) XLA's memory for the B3 step at each bucket, default and polar
+#      SVD (the polar SVD ran out of memory in B3 on an H200), then B3 up to
+#      t = 4 on JAX with NONMARKOV_JAX_SVD=jacobi, =polar and =default, with
+#      compiled kernels kept in a shared cache;
 #   7. --full: B3 up to t = 10 on JAX alone (NumPy would take hours), with the
 #      SVD algorithm that was fastest in 6, printing every chunk of steps.
 # Needs no network and no installed package: without an installed nonmarkov it
@@ -82,7 +84,7 @@ bench() {  # bench NAME LIMIT ARGS...: bench_jax.py with its JSON in $out/NAME.j
         --json "$out/$name.json" "$@"
 }
 bench small 80 --problems B1 B2
-bench b3_t5 220 --problems B3 --end-time B3=5 --numpy-blas-threads 0 --no-warm
+bench b3_t4 150 --problems B3 --end-time B3=4 --numpy-blas-threads 0 --no-warm
 
 run_section tests 100 "$PYTHON" -m pytest -q -p no:cacheprovider --backend jax \
     tests/test_compiled.py tests/test_tempo.py \
@@ -92,6 +94,8 @@ test_summary=$(tail -n 1 "$out/tests.log" 2>/dev/null || echo "not run")
 cache="$out/jax_cache"  # shared by the runs below: their kernels compile once
 best_svd=default
 if [ "$platform" = cuda ]; then
+    run_section step_memory 60 "$PYTHON" benchmarks/bench_linalg.py --step-memory \
+        --bonds 14 28 56 80 112 160 224
     for algorithm in jacobi polar default; do
         NONMARKOV_JAX_SVD=$algorithm bench "svd_$algorithm" 50 --problems B3 \
             --end-time B3=4 --backends jax --no-warm --jax-cache "$cache"
@@ -108,10 +112,11 @@ fi
 echo
 echo "== summary ($mode, JAX on $platform, $((SECONDS - start)) s)"
 echo "tests: $test_summary"
-for name in small b3_t5 svd_jacobi svd_polar svd_default b3_full; do
+for name in small b3_t4 svd_jacobi svd_polar svd_default b3_full; do
     [ -f "$out/$name.log" ] || continue
     echo "-- $name"
     sed -n '/^problem/,$p' "$out/$name.log"
 done
 [ -f "$out/linalg.log" ] && { echo "-- factorisations"; cat "$out/linalg.log"; }
+[ -f "$out/step_memory.log" ] && { echo "-- step memory"; grep -v '^W' "$out/step_memory.log"; }
 echo "logs and JSON: $out"
