@@ -440,6 +440,10 @@ def test_head_rows_bound_the_bonds_next_to_the_front():
     assert compiled._head_rows(4, 4, 384, 2) == [4, 16]
     assert compiled._head_rows(4, 2, 30, 29) == [4, 8, 16]
     assert compiled._head_rows(4, 4, 4, 29) == []
+    # used from bucket 64 on, when it is a quarter of the window or more
+    assert compiled._compact_head(4, 4, 128, 384, 4) == [4, 16, 64, 256]
+    assert compiled._compact_head(4, 4, 32, 96, 4) == []
+    assert compiled._compact_head(4, 4, 128, 384, 29) == []
 
 
 @pytest.mark.parametrize("dkmax", [3, 6])
@@ -451,7 +455,9 @@ def test_compact_head_positions_agree_with_numpy(dkmax):
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
     on_jax, pt_tempo = run_pt_tempo(bath, parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
     on_numpy, reference = run_pt_tempo(bath, parameters, 0.8, backend="numpy")
-    assert pt_tempo._engine.bond >= compiled.CHEAP_BOND
+    engine = pt_tempo._engine
+    assert compiled._compact_head(engine._dim_x, engine._dim_m, engine.bond,
+                                  engine.bond * engine._num_rows, engine.capacity)
     numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
                                      on_numpy.get_bond_dimensions())
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
@@ -460,7 +466,9 @@ def test_compact_head_positions_agree_with_numpy(dkmax):
     tempo_parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
     states, tempo = run_tempo(model, tempo_parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
     expected, _ = run_tempo(model, tempo_parameters, 0.8, backend="numpy")
-    assert tempo._engine.bond >= compiled.CHEAP_BOND
+    engine = tempo._engine
+    assert compiled._compact_head(engine._dim_x, engine._dim_m, engine.bond,
+                                  engine.bond * engine._num_rows, engine.capacity)
     numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
 
 

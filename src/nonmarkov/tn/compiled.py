@@ -186,6 +186,13 @@ def _head_rows(dim_x: int, dim_m: int, wide: int, capacity: int) -> list[int]:
     return rows
 
 
+def _compact_head(dim_x: int, dim_m: int, bond: int, wide: int, capacity: int) -> list[int]:
+    """Row bounds of the compact head of a kernel (empty when it has none): from bucket
+    :data:`CHEAP_BOND` on, and when the head is at least a quarter of the window."""
+    rows = _head_rows(dim_x, dim_m, wide, capacity) if bond >= CHEAP_BOND else []
+    return rows if 4 * len(rows) >= capacity else []
+
+
 def _compact_qr(matrix: Any, width: int) -> tuple[Any, Any]:
     """QR of the nonzero rows (n, width) of a padded matrix, R padded to (width, width).
 
@@ -248,9 +255,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     # with large bonds would otherwise pay the full bucket on every site. The head is
     # unrolled, which lengthens the compilation: only from CHEAP_BOND on (where a step
     # costs more than a compilation) and when it is at least a quarter of the window.
-    head_rows = _head_rows(dim_x, dim_m, wide, capacity) if bond >= CHEAP_BOND else []
-    if 4 * len(head_rows) < capacity:
-        head_rows = []
+    head_rows = _compact_head(dim_x, dim_m, bond, wide, capacity)
     head = len(head_rows)
 
     def couple(tensor: Any, site: Any, lag: Any, rows: int = wide) -> tuple[Any, Any]:
