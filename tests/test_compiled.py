@@ -446,6 +446,12 @@ def test_head_rows_bound_the_bonds_next_to_the_front():
     assert compiled._compact_head(4, 4, 128, 384, 29) == []
 
 
+def assert_compact_head_used(engine):
+    """The kernels of ``engine`` (a CompiledWindow) have a compact head."""
+    assert compiled._compact_head(engine._dim_x, engine._dim_m, engine.bond,
+                                  engine.bond * engine._num_rows, engine.capacity)
+
+
 @pytest.mark.parametrize("dkmax", [3, 6])
 def test_compact_head_positions_agree_with_numpy(dkmax):
     """From bucket 64 on, the positions next to the front factorise only the rows that
@@ -455,9 +461,7 @@ def test_compact_head_positions_agree_with_numpy(dkmax):
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
     on_jax, pt_tempo = run_pt_tempo(bath, parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
     on_numpy, reference = run_pt_tempo(bath, parameters, 0.8, backend="numpy")
-    engine = pt_tempo._engine
-    assert compiled._compact_head(engine._dim_x, engine._dim_m, engine.bond,
-                                  engine.bond * engine._num_rows, engine.capacity)
+    assert_compact_head_used(pt_tempo._engine)
     numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
                                      on_numpy.get_bond_dimensions())
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
@@ -466,9 +470,7 @@ def test_compact_head_positions_agree_with_numpy(dkmax):
     tempo_parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
     states, tempo = run_tempo(model, tempo_parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
     expected, _ = run_tempo(model, tempo_parameters, 0.8, backend="numpy")
-    engine = tempo._engine
-    assert compiled._compact_head(engine._dim_x, engine._dim_m, engine.bond,
-                                  engine.bond * engine._num_rows, engine.capacity)
+    assert_compact_head_used(tempo._engine)
     numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
 
 
