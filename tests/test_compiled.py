@@ -37,6 +37,7 @@ pytestmark = pytest.mark.skip_backend("numpy", "the compiled window is JAX-only"
 
 jax = pytest.importorskip("jax")
 compiled = pytest.importorskip("nonmarkov.tn.compiled")
+sitewise = pytest.importorskip("nonmarkov.tn.sitewise")
 
 SX = numpy.array([[0.0, 1.0], [1.0, 0.0]], dtype=complex)
 SZ = numpy.array([[1.0, 0.0], [0.0, -1.0]], dtype=complex)
@@ -434,46 +435,6 @@ def test_compiled_pt_tempo_agrees_with_numpy(dkmax):
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
 
 
-def test_head_rows_bound_the_bonds_next_to_the_front():
-    # bond left of position j <= dim_x * m^j; positions factorised compactly while < wide
-    assert compiled._head_rows(4, 4, 384, 29) == [4, 16, 64, 256]
-    assert compiled._head_rows(4, 4, 384, 2) == [4, 16]
-    assert compiled._head_rows(4, 2, 30, 29) == [4, 8, 16]
-    assert compiled._head_rows(4, 4, 4, 29) == []
-    # used from bucket 64 on, when it is a quarter of the window or more
-    assert compiled._compact_head(4, 4, 128, 384, 4) == [4, 16, 64, 256]
-    assert compiled._compact_head(4, 4, 32, 96, 4) == []
-    assert compiled._compact_head(4, 4, 128, 384, 29) == []
-
-
-def assert_compact_head_used(engine):
-    """The kernels of ``engine`` (a CompiledWindow) have a compact head."""
-    assert compiled._compact_head(engine._dim_x, engine._dim_m, engine.bond,
-                                  engine.bond * engine._num_rows, engine.capacity)
-
-
-@pytest.mark.parametrize("dkmax", [3, 6])
-def test_compact_head_positions_agree_with_numpy(dkmax):
-    """From bucket 64 on, the positions next to the front factorise only the rows that
-    their bond can have: same process tensor and dynamics as NumPy, for a window that
-    is all head (dkmax 3) and one that is not (dkmax 6)."""
-    bath = spin_boson()[1]
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
-    on_numpy, reference = run_pt_tempo(bath, parameters, 0.8, backend="numpy")
-    assert_compact_head_used(pt_tempo._engine)
-    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
-                                     on_numpy.get_bond_dimensions())
-    numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
-    # TEMPO (read-out of every step) through the same compact head
-    model = spin_boson()
-    tempo_parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    states, tempo = run_tempo(model, tempo_parameters, 0.8, initial_bond=compiled.CHEAP_BOND)
-    expected, _ = run_tempo(model, tempo_parameters, 0.8, backend="numpy")
-    assert_compact_head_used(tempo._engine)
-    numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
-
-
 def test_compiled_pt_tempo_streams_to_a_file(tmp_path):
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=2)
@@ -555,3 +516,110 @@ def test_scanned_dynamics_of_a_prefix_uses_the_whole_process_tensor(two_process_
                 num_steps=5, progress_type="silent").states))
     assert len(results[1]) == 6
     numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# site-by-site steps for large bonds (nonmarkov.tn.sitewise)
+# --------------------------------------------------------------------------
+
+def cubes(plan):
+    return sum(float(bucket) ** 3 for bucket in plan)
+
+
+def test_plan_covers_the_neighbouring_ranks_in_few_rising_stretches():
+    profile = [3, 9, 23, 35, 47, 59, 70, 81, 92, 102, 111, 117, 120] + [129] * 17
+    plan = sitewise.plan_buckets(profile, len(profile) + 1, margin=5)
+    assert len(plan) == len(profile) + 1
+    for k, bucket in enumerate(plan):
+        neighbours = [profile[min(max(i, 0), len(profile) - 1)] for i in (k - 1, k, k + 1)]
+        assert bucket >= max(neighbours) + 5 and bucket in compiled.BOND_BUCKETS
+    assert 1 + sum(a != b for a, b in zip(plan, plan[1:])) <= sitewise.SEGMENTS
+    assert plan == sorted(plan)
+    # far cheaper than one bucket for the whole window, and no dearer than two stretches
+    assert cubes(plan) < 0.8 * len(plan) * max(plan) ** 3
+    assert cubes(plan) <= cubes(sitewise.plan_buckets(profile, len(plan), 5, segments=2))
+
+
+def test_a_previous_plan_keeps_its_stretches_until_it_costs_too_much():
+    first = sitewise.plan_buckets([10] * 4 + [60] * 6, 11)
+    assert first[0] < first[-1]
+    # the tail rises a little: only its stretch grows (the head keeps its kernels)
+    risen = sitewise.plan_buckets([10] * 4 + [66] * 6, 11, previous=first)
+    assert risen[:3] == first[:3] and risen[-1] == compiled.bond_bucket(66) > first[-1]
+    # the bonds fall far below the plan: a fresh, cheaper plan replaces it
+    fresh = sitewise.plan_buckets([5] * 11, 11)
+    assert sitewise.plan_buckets([5] * 11, 11, previous=risen) == fresh
+    assert cubes(fresh) < cubes(risen) / sitewise.REPLAN_COST
+
+
+@pytest.fixture
+def sitewise_from_the_start(monkeypatch):
+    """Site-by-site steps as soon as the window holds two sites, on any device."""
+    monkeypatch.setattr(compiled, "SITEWISE_BOND", 4)
+    monkeypatch.setattr(config, "JAX_SITEWISE", "on")
+
+
+def test_sitewise_choice_follows_the_environment_variable(monkeypatch):
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
+    monkeypatch.setattr(compiled, "SITEWISE_BOND", 4)
+    engines = {}
+    for choice in ("on", "off", "auto"):
+        monkeypatch.setattr(config, "JAX_SITEWISE", choice)
+        _, tempo = run_tempo((system, bath, rho0), parameters, 0.5)
+        engines[choice] = tempo._engine.sitewise
+    assert engines["on"] and not engines["off"]
+    assert engines["auto"] == (jax.default_backend() == "cpu")
+    code = ("import nonmarkov.config as c; print(c.JAX_SITEWISE)")
+    environment = dict(os.environ, NONMARKOV_JAX_SITEWISE="sometimes")
+    result = subprocess.run([sys.executable, "-c", code], env=environment,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "NONMARKOV_JAX_SITEWISE" in result.stderr
+    assert "'auto', 'on', 'off'" in result.stderr
+
+
+@pytest.mark.parametrize("dkmax", [3, 6, None])
+def test_sitewise_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
+    """Memory cut (trace into the site before) and full memory (growing window); the
+    window is handed over from the whole-step kernel after two sites."""
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    states, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=4)
+    expected, reference = run_tempo(model, parameters, 1.2, backend="numpy")
+    assert tempo._engine.sitewise
+    assert tempo.max_bond_dimension == reference.max_bond_dimension
+    numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("dkmax", [3, 5])
+def test_sitewise_pt_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
+    """Same process tensor (bonds, dynamics) as NumPy; chunks are redone when a rank
+    outgrows its planned bucket."""
+    bath = spin_boson()[1]
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3)
+    on_numpy, reference = run_pt_tempo(bath, parameters, 1.4, backend="numpy")
+    engine = pt_tempo._engine
+    assert engine.sitewise and engine.redos > 0
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
+                                     on_numpy.get_bond_dimensions())
+    numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
+
+
+def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
+        sitewise_from_the_start):
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
+    with backends.use_backend("jax", "double"):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
+        tempo.compute(1.0, progress_type="silent")
+        engine = tempo._engine
+        fetches, chunks, redos = engine.fetches, engine.chunks, engine.redos
+        with jax.transfer_guard("disallow"):
+            tempo.compute(2.5, progress_type="silent")
+    assert engine.sitewise
+    assert engine.fetches - fetches == engine.chunks - chunks + engine.redos - redos
+    assert engine.chunks - chunks < 15  # chunks of several steps
+    expected, _ = run_tempo((system, bath, rho0), parameters, 2.5, backend="numpy")
+    numpy.testing.assert_allclose(numpy.asarray(tempo.get_dynamics().states), expected,
+                                  rtol=0, atol=1e-10)

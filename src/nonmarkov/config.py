@@ -16,6 +16,11 @@ The environment is read once, at import, and validated:
   ``jacobi`` or ``polar`` (the last two on GPUs/TPUs only). A tuning knob for
   accelerators, where the SVDs of large bonds dominate a step; all give the
   same results to rounding.
+- ``NONMARKOV_JAX_SITEWISE``: ``auto`` (default), ``on`` or ``off``: whether
+  the compiled window runs its steps site by site, each site padded to its
+  own bucket, once the bond dimension reaches 64 (see
+  :mod:`nonmarkov.tn.sitewise`). ``auto``: on CPUs (measured there), not on
+  GPUs/TPUs, where many small compilations may cost more than they save.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ VALID_BACKENDS = ("numpy", "jax")
 VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "silent")
 VALID_JAX_SVD = ("default", "qr", "divide_and_conquer", "jacobi", "polar")
+VALID_JAX_SITEWISE = ("auto", "on", "off")
 
 # Defaults of the numerical parameters, shared by all algorithms.
 DEFAULT_SUBDIV_LIMIT = 256
@@ -57,6 +63,7 @@ BACKEND = _from_environment("NONMARKOV_BACKEND", "numpy", VALID_BACKENDS)
 PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
+JAX_SITEWISE = _from_environment("NONMARKOV_JAX_SITEWISE", "auto", VALID_JAX_SITEWISE)
 
 
 def check_cache_dir(path: object, what: str = "cache directory") -> str:

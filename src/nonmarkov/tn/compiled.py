@@ -25,10 +25,12 @@ that XLA compiles it once per shape:
   (one step after a new largest rank, doubling while it holds, up to
   ``chunk``), so a redo costs one step, and the bucket grows one step ahead
   of a steady rise;
-- the bond left of window position j is at most x m^j: from bucket
-  :data:`CHEAP_BOND` on, the first positions where that bound is below the
-  bucket (when they are a quarter of the window or more) factorise only
-  those rows ("compact head", unrolled before the scans).
+- from bucket :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, where a step
+  costs more than a kernel dispatch per site, the window is handed to
+  :class:`~nonmarkov.tn.sitewise.SitewiseWindow`, which gives every site
+  its own padded shape (the bonds of a window vary along it, and one bucket
+  for all sites would multiply the work); ``NONMARKOV_JAX_SITEWISE`` says
+  on which devices.
 
 The optional ``max_rank`` caps every bond like ``max_rank`` of
 :func:`nonmarkov.tn.window.advance_window`.
@@ -54,6 +56,7 @@ from typing import Any
 import numpy as default_np
 
 from .. import config
+from .sitewise import SITEWISE_BOND, SitewiseWindow
 from .truncation import MULTIPLET_TOLERANCE
 
 #: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
@@ -177,38 +180,6 @@ def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
     return lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
 
 
-def _head_rows(dim_x: int, dim_m: int, wide: int, capacity: int) -> list[int]:
-    """Bounds dim_x * dim_m^j on the bond left of window positions j = 0, 1, ... while
-    they are below ``wide`` (at most ``capacity`` positions)."""
-    rows: list[int] = []
-    while len(rows) < capacity and dim_x * dim_m ** len(rows) < wide:
-        rows.append(dim_x * dim_m ** len(rows))
-    return rows
-
-
-def _compact_head(dim_x: int, dim_m: int, bond: int, wide: int, capacity: int) -> list[int]:
-    """Row bounds of the compact head of a kernel (empty when it has none): from bucket
-    :data:`CHEAP_BOND` on, and when the head is at least a quarter of the window."""
-    rows = _head_rows(dim_x, dim_m, wide, capacity) if bond >= CHEAP_BOND else []
-    return rows if 4 * len(rows) >= capacity else []
-
-
-def _compact_qr(matrix: Any, width: int) -> tuple[Any, Any]:
-    """QR of the nonzero rows (n, width) of a padded matrix, R padded to (width, width).
-
-    Q is (n, k) and R (k, width) with k = min(n, width); R's rows k.. are zero,
-    so the bond index that R carries on stays compact (its first k entries).
-    """
-    _, jnp, _ = _jax()
-    rows = matrix.shape[0]
-    if rows >= width:
-        q, r = _padded_qr(matrix)
-    else:
-        q, r = jnp.linalg.qr(matrix)
-    q = jnp.pad(q, ((0, 0), (0, width - q.shape[1])))
-    return q, jnp.pad(r, ((0, width - r.shape[0]), (0, 0)))
-
-
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
           constants: dict[str, Any], memory: int, max_rank: int | None,
           oldest: str = "trace", svd_algorithm: Any = None) -> tuple[Any, ...]:
@@ -249,27 +220,13 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     front_q = jnp.pad(q, ((0, 0), (0, wide - q.shape[1])))
     tensor = jnp.pad(r, ((0, wide - r.shape[0]), (0, 0)))  # (wide, m * D * r)
 
-    # The bond left of window position j is at most dim_x * m^j (the front and j points
-    # lie left of it): the first `head` positions, where that is below `wide`, factorise
-    # only those rows (the chain's bond index is kept compact there) - a short window
-    # with large bonds would otherwise pay the full bucket on every site. The head is
-    # unrolled, which lengthens the compilation: only from CHEAP_BOND on (where a step
-    # costs more than a compilation) and when it is at least a quarter of the window.
-    head_rows = _compact_head(dim_x, dim_m, bond, wide, capacity)
-    head = len(head_rows)
-
-    def couple(tensor: Any, site: Any, lag: Any, rows: int = wide) -> tuple[Any, Any]:
-        if rows < wide:
-            q, r = _compact_qr(tensor[:rows].reshape(rows * dim_m, wide), wide)
-        else:
-            q, r = _padded_qr(tensor.reshape(wide * dim_m, wide))
+    def couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
+        q, r = _padded_qr(tensor.reshape(wide * dim_m, wide))
         by_row = jnp.moveaxis(r.reshape(wide, bond, num_rows), 2, 0)  # (r, k, D)
         site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
         product = jnp.matmul(by_row, site_by_row).reshape(num_rows, wide, dim_m, bond)
         tensor = jnp.moveaxis(product, 0, 3).reshape(wide, dim_m * wide)
-        q = jnp.pad(q.reshape(-1, dim_m, wide), ((0, wide - q.shape[0] // dim_m), (0, 0),
-                                                 (0, 0)))
-        return tensor, q
+        return tensor, q.reshape(wide, dim_m, wide)
 
     def pass_through(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
         return tensor, jnp.zeros((wide, dim_m, wide), dtype)
@@ -278,15 +235,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         j, site, lag = inputs
         return lax.cond(j < count, couple, pass_through, tensor, site, lag)
 
-    head_chain = []
-    for j, rows in enumerate(head_rows):
-        tensor, q = lax.cond(j < count, functools.partial(couple, rows=rows), pass_through,
-                             tensor, sites[j], constants["lags"][j])
-        head_chain.append(q)
-    tensor, chain = lax.scan(left_to_right, tensor,
-                             (positions[head:], sites[head:], constants["lags"][head:]))
-    if head:
-        chain = jnp.concatenate([jnp.stack(head_chain), chain])
+    tensor, chain = lax.scan(left_to_right, tensor, (positions, sites, constants["lags"]))
     last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
 
@@ -318,20 +267,14 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     front_q = jnp.where(trace & (count == 0), front_merged, front_q)
     count = jnp.where(trace, count, count + 1)
 
-    def cut(right: Any, site: Any, rows: int = wide) -> tuple[Any, Any, Any]:
-        matrix = (site[:rows].reshape(rows * dim_m, wide) @ right).reshape(rows, dim_m * bond)
+    def cut(right: Any, site: Any) -> tuple[Any, Any, Any]:
+        matrix = (site.reshape(wide * dim_m, wide) @ right).reshape(wide, dim_m * bond)
         u, s, vh = _svd(matrix, svd_algorithm)
-        size = s.shape[0]  # min(rows, m * bond)
-        if size < bond:  # a compact head position: pad to the bucket
-            u = jnp.pad(u, ((0, 0), (0, bond - size)))
-            s = jnp.pad(s, (0, bond - size))
-            vh = jnp.pad(vh, ((0, bond - size), (0, 0)))
         rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < rank).astype(s.dtype)
         new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
         new_site = new_site * _used_columns(matrix, bond)[None, None, :]
-        carry = u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :]
-        return jnp.pad(carry, ((0, wide - rows), (0, 0))), new_site, rank
+        return u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :], new_site, rank
 
     def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
         return right, jnp.zeros((bond, dim_m, bond), dtype), jnp.int32(0)
@@ -343,16 +286,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
     right, (new_sites, ranks) = lax.scan(
         right_to_left, jnp.eye(wide, bond, dtype=dtype),
-        (positions[head:], chain[head:]), reverse=True)
-    head_sites, head_ranks = [], []
-    for j in reversed(range(head)):
-        right, new_site, rank = lax.cond(
-            j < count, functools.partial(cut, rows=head_rows[j]), skip, right, chain[j])
-        head_sites.insert(0, new_site)
-        head_ranks.insert(0, rank)
-    if head:
-        new_sites = jnp.concatenate([jnp.stack(head_sites), new_sites])
-        ranks = jnp.concatenate([jnp.stack(head_ranks), ranks])
+        (positions, chain), reverse=True)
     wanted = jnp.maximum(jnp.max(ranks), 1)
     front = front_q @ right
 
@@ -384,7 +318,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     return front, new_sites, count, log_scale, readout, wanted
 
 
-def _compiler_options() -> dict[str, Any]:
+def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     """XLA options on a CPU: the classic elemental emitters, LLVM at level 1.
 
     Measured on the B1 step (benchmarks/README.md): the default (fusion
@@ -395,18 +329,20 @@ def _compiler_options() -> dict[str, Any]:
     """
     jax, _, _ = _jax()
     if jax.default_backend() == "cpu":
-        return {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+        return {"xla_backend_optimization_level": optimization_level,
+                "xla_cpu_use_fusion_emitters": False}
     return {}
 
 
-def compile_kernel(function: Callable[..., Any]) -> Callable[..., Any]:
+def compile_kernel(function: Callable[..., Any],
+                   optimization_level: int = 1) -> Callable[..., Any]:
     """``jax.jit`` of ``function`` with full-precision matrix products.
 
     At JAX's default precision a GPU may multiply float32/complex64 matrices
     in TF32 (~1e-3 relative error); the kernels are traced with the
     ``highest`` matmul precision so that single precision does not depend on
     the device (no effect in double precision). On a CPU the XLA options of
-    :func:`_compiler_options` apply.
+    :func:`_compiler_options` apply (``optimization_level``: LLVM's).
     """
     jax, _, _ = _jax()
 
@@ -415,7 +351,7 @@ def compile_kernel(function: Callable[..., Any]) -> Callable[..., Any]:
         with jax.default_matmul_precision("highest"):
             return function(*args, **kwargs)
 
-    return jax.jit(full_precision, compiler_options=_compiler_options())
+    return jax.jit(full_precision, compiler_options=_compiler_options(optimization_level))
 
 
 @functools.cache
@@ -505,11 +441,21 @@ class CompiledWindow:
         self.redos = 0
         #: number of device-to-host fetches so far (one per chunk, plus one per redo)
         self.fetches = 0
+        #: the window once it runs site by site (from bucket SITEWISE_BOND on), else None
+        self._sitewise: Any = None
+        self._site_lags: list[Any] = []
 
     @property
     def bond(self) -> int:
-        """Current bond bucket D."""
+        """Current bond bucket D (site by site: the largest bucket of a bond)."""
+        if self._sitewise is not None:
+            return self._sitewise.largest_bucket
         return int(self._sites.shape[1])
+
+    @property
+    def sitewise(self) -> bool:
+        """Whether the steps run site by site (:mod:`nonmarkov.tn.sitewise`)."""
+        return self._sitewise is not None
 
     @property
     def capacity(self) -> int:
@@ -524,12 +470,16 @@ class CompiledWindow:
 
     def _set_lags(self, capacity: int) -> None:
         """Lag rows (capacity, r, m) for lags 2..capacity+1 on the device."""
+        self._extend_host_lags(capacity)
+        self._constants["lags"] = self._put(self._host_lags[:capacity])
+
+    def _extend_host_lags(self, capacity: int) -> None:
+        """Lag rows on the host for at least window positions 0..capacity-1."""
         have = self._host_lags.shape[0]
         if have < capacity:
             extra = [default_np.asarray(self._lag_rows(lag + 2)) for lag in range(have, capacity)]
             self._host_lags = default_np.concatenate(
                 [self._host_lags, default_np.asarray(extra, dtype=self._dtype)])
-        self._constants["lags"] = self._put(self._host_lags[:capacity])
 
     def _resize(self, bond: int, capacity: int) -> None:
         if bond == self.bond and capacity == self.capacity:
@@ -622,6 +572,8 @@ class CompiledWindow:
         """
         if self._oldest != "finalize":
             raise ValueError("host_window needs oldest='finalize'")
+        if self._sitewise is not None:
+            return self._sitewise.host_window()
         front, sites, log_scale = self._jax.device_get(
             (self._front, self._sites[:self._count], self._log_scale))
         window = [default_np.asarray(front)[None]] + [default_np.asarray(s) for s in sites]
@@ -658,11 +610,15 @@ class CompiledWindow:
         self._stride = 1 if rising else min(2 * self._stride, self._chunk)
         self.max_rank_seen = max(self.max_rank_seen, largest)
         expected = self.max_rank_seen + growth
-        if steady and expected > self.bond:
+        if steady and expected > self.bond and self._sitewise is None:
             self._resize(self._grown_bond(expected), self.capacity)
 
     def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
         """Run a chunk of steps; returns the per-step outputs (host, stacked) and ranks."""
+        if self._sitewise is None and self._sitewise_due():
+            self._switch_to_sitewise()
+        if self._sitewise is not None:
+            return self._run_chunk_sitewise(propagators)
         start = (self._front, self._sites, self._count, self._count_device, self._log_scale)
         while True:
             final_count = start[2]
@@ -693,6 +649,9 @@ class CompiledWindow:
             self.redos += 1
             self._front, self._sites, _, self._count_device, self._log_scale = start
             self._resize(self._grown_bond(largest), self.capacity)
+            if self._sitewise_due():
+                self._switch_to_sitewise()
+                return self._run_chunk_sitewise(propagators)
             start = (self._front, self._sites, start[2], self._count_device, self._log_scale)
         self._front, self._sites, self._count_device, self._log_scale = \
             front, sites, count, log_scale
@@ -700,3 +659,46 @@ class CompiledWindow:
         self.chunks += 1
         self._plan_next_chunk(largest, len(propagators))
         return readouts, wanted
+
+    def _sitewise_due(self) -> bool:
+        """Whether the steps should now run site by site: from bucket
+        :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, once the window holds two sites,
+        if ``NONMARKOV_JAX_SITEWISE`` allows it on this device."""
+        choice = config.JAX_SITEWISE
+        allowed = choice == "on" or (choice == "auto" and self._jax.default_backend() == "cpu")
+        return allowed and self.bond >= SITEWISE_BOND and self._count >= 2
+
+    def _switch_to_sitewise(self) -> None:
+        """Hand the window to :class:`~nonmarkov.tn.sitewise.SitewiseWindow` (once per run:
+        one fetch of the window, cut to the used part of every bond)."""
+        front, sites = self._jax.device_get((self._front, self._sites[:self._count]))
+        right_end = self._final_bond if self._oldest == "finalize" else 1
+        self._sitewise = SitewiseWindow.from_padded(
+            default_np.asarray(front), default_np.asarray(sites), self._log_scale, right_end,
+            self._constants, self._memory, self._max_rank, self._oldest,
+            _svd_algorithm(config.JAX_SVD, self._jax.default_backend()))
+        self.fetches += 1
+
+    def _run_chunk_sitewise(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
+        """:meth:`_run_chunk` with the site-by-site window."""
+        engine = self._sitewise
+        reach = engine.count + len(propagators)
+        self._extend_host_lags(reach)
+        while len(self._site_lags) < reach:
+            self._site_lags.append(self._put(self._host_lags[len(self._site_lags)]))
+        redos = engine.redos
+        outputs, ranks = engine.run_chunk(
+            [self._device_propagators(between, second) for between, second in propagators],
+            self._site_lags, self._growth * len(propagators))
+        self.redos += engine.redos - redos
+        self.fetches += 1 + engine.redos - redos
+        wanted = [max(step) for step in ranks]
+        if self._oldest == "finalize":
+            finals = [0 if output[1] is None else int(output[1]) for output in outputs]
+            wanted = [max(rank, final) for rank, final in zip(wanted, finals)]
+            outputs = ([output[0] for output in outputs], finals,
+                       [output[2] for output in outputs], ranks)
+        self._count = engine.count
+        self.chunks += 1
+        self._plan_next_chunk(max(wanted), len(propagators))
+        return outputs, wanted
