@@ -16,7 +16,9 @@
 #   6. (GPU only) XLA's memory for the B3 step at each bucket, default and polar
 #      SVD (the polar SVD ran out of memory in B3 on an H200), then B3 up to
 #      t = 4 on JAX with NONMARKOV_JAX_SVD=jacobi, =polar and =default, with
-#      compiled kernels kept in a shared cache;
+#      compiled kernels kept in a shared cache, and with the default SVD and
+#      NONMARKOV_JAX_SITEWISE=on (site-by-site steps from bond 64, which
+#      compile many small kernels; off on GPUs by default until measured);
 #   7. --full: B3 up to t = 10 on JAX alone (NumPy would take hours), with the
 #      SVD algorithm that was fastest in 6, printing every chunk of steps.
 # Needs no network and no installed package: without an installed nonmarkov it
@@ -102,6 +104,8 @@ if [ "$platform" = cuda ]; then
     done
     best_svd=$("$PYTHON" benchmarks/bench_jax.py --fastest "$out"/svd_*.json)
     echo "fastest SVD algorithm on B3 (t <= 4, without compilation): $best_svd"
+    NONMARKOV_JAX_SITEWISE=on bench sitewise_on 90 --problems B3 --end-time B3=4 \
+        --backends jax --no-warm --trace-chunks
 fi
 
 if [ "$mode" = full ]; then
@@ -112,7 +116,7 @@ fi
 echo
 echo "== summary ($mode, JAX on $platform, $((SECONDS - start)) s)"
 echo "tests: $test_summary"
-for name in small b3_t4 svd_jacobi svd_polar svd_default b3_full; do
+for name in small b3_t4 svd_jacobi svd_polar svd_default sitewise_on b3_full; do
     [ -f "$out/$name.log" ] || continue
     echo "-- $name"
     sed -n '/^problem/,$p' "$out/$name.log"

@@ -42,8 +42,11 @@ SEGMENTS = 4
 #: A plan is kept (with raised stretches) while it costs less than this times the
 #: cheapest fresh plan.
 REPLAN_COST = 1.1
+
+
 def site_bucket(rank: int) -> int:
-    """Smallest bucket >= ``rank`` for one bond in site-by-site mode."""
+    """Smallest bucket >= ``rank`` for one bond: those of the whole-step kernel
+    (:data:`nonmarkov.tn.compiled.BOND_BUCKETS`, steps of 12.5 % from 64 on)."""
     from .compiled import bond_bucket
 
     return bond_bucket(rank)
@@ -123,11 +126,10 @@ def _cheapest_stretches(needs: Sequence[int], segments: int) -> list[int]:
     return plan
 
 
-def _jax() -> tuple[Any, Any]:
+def _jnp() -> Any:
     import jax.numpy as jnp
-    from jax import lax
 
-    return jnp, lax
+    return jnp
 
 
 @functools.cache
@@ -149,7 +151,7 @@ def _open_front(front: Any, between: Any, projector: Any, first: Any, carrier: A
     kernels of a site depend on its buckets only (not also on how far it is
     from the front).
     """
-    jnp, _ = _jax()
+    jnp = _jnp()
     dim_x, bond = front.shape
     dim_m, num_rows = first.shape[1], carrier.shape[1]
     theta = jnp.einsum("ba,ac,ar->bcr", between, projector, front)
@@ -169,7 +171,7 @@ def _couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
     """
     from .compiled import _padded_qr
 
-    jnp, _ = _jax()
+    jnp = _jnp()
     rows = tensor.shape[0]
     bond, dim_m, bond_out = site.shape
     num_rows = lag.shape[0]
@@ -186,14 +188,9 @@ def _close(tensor: Any, dim_m: int, num_rows: int) -> Any:
     return tensor.reshape(tensor.shape[0], dim_m, -1, num_rows).sum(axis=3)
 
 
-def _keep(tensor: Any, dim_m: int, num_rows: int) -> Any:
-    """The oldest point stays in the window as its last site (k, m, b)."""
-    return _close(tensor, dim_m, num_rows)
-
-
 def _trace(previous: Any, tensor: Any, dim_m: int, num_rows: int) -> Any:
     """Trace out the oldest point into the site before it: (rows, m, 1)."""
-    jnp, _ = _jax()
+    jnp = _jnp()
     vector = _close(tensor, dim_m, num_rows).sum(axis=(1, 2))
     return jnp.einsum("lpr,r->lp", previous, vector)[:, :, None]
 
@@ -208,7 +205,7 @@ def _finalize(previous: Any, tensor: Any, epsrel: Any, dim_m: int, num_rows: int
     """
     from .compiled import _svd, _used_columns, device_kept_rank
 
-    jnp, _ = _jax()
+    jnp = _jnp()
     last = _close(tensor, dim_m, num_rows)
     size, _, bond = last.shape
     matrix = last.reshape(size, dim_m * bond)
@@ -224,7 +221,7 @@ def _finalize(previous: Any, tensor: Any, epsrel: Any, dim_m: int, num_rows: int
 
 def _pad_spectrum(u: Any, s: Any, vh: Any, bucket: int) -> tuple[Any, Any, Any]:
     """Pad a thin SVD with zero singular triplets up to ``bucket`` values."""
-    jnp, _ = _jax()
+    jnp = _jnp()
     missing = bucket - s.shape[0]
     if missing <= 0:
         return u, s, vh
@@ -241,11 +238,12 @@ def _cut(site: Any, right: Any, epsrel: Any, vector: Any, log_rest: Any, bucket:
     the site after it (ignored when ``identity``: the last site). Returns the
     carry (rows, bucket), the new site (bucket, m, b), its kept rank (int32)
     and, with ``contract`` (TEMPO read-out), the vector (bucket,) of the sites
-    from here to the end with all classes summed and its log-scale.
+    from here to the end with all classes summed and its log-scale (from
+    ``vector`` and ``log_rest`` of the sites after it; started at the last).
     """
     from .compiled import _svd, _used_columns, device_kept_rank
 
-    jnp, _ = _jax()
+    jnp = _jnp()
     rows, dim_m, _ = site.shape
     matrix = site.reshape(rows * dim_m, -1)
     if not identity:
@@ -273,7 +271,7 @@ def _cut(site: Any, right: Any, epsrel: Any, vector: Any, log_rest: Any, bucket:
 
 def _finish(front_q: Any, right: Any, log_scale: Any) -> tuple[Any, Any]:
     """New front (x, b) = front_q @ right, normalised; the log-scale after it."""
-    jnp, _ = _jax()
+    jnp = _jnp()
     front = front_q @ right
     norm = jnp.linalg.norm(front)
     positive = norm > 0.0
@@ -284,12 +282,12 @@ def _finish(front_q: Any, right: Any, log_scale: Any) -> tuple[Any, Any]:
 def _readout(front: Any, vector: Any, log_scale: Any, log_rest: Any, second: Any,
              out_map: Any) -> Any:
     """TEMPO read-out (x,) of the new window."""
-    jnp, _ = _jax()
+    jnp = _jnp()
     state = (front @ vector) * jnp.exp(log_scale + log_rest).astype(front.dtype)
     return out_map @ (second @ state)
 
 
-_KERNELS = {"open": _open_front, "couple": _couple, "keep": _keep, "trace": _trace,
+_KERNELS = {"open": _open_front, "couple": _couple, "keep": _close, "trace": _trace,
             "finalize": _finalize, "cut": _cut, "finish": _finish, "readout": _readout}
 
 
