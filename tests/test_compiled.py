@@ -623,3 +623,40 @@ def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
     expected, _ = run_tempo((system, bath, rho0), parameters, 2.5, backend="numpy")
     numpy.testing.assert_allclose(numpy.asarray(tempo.get_dynamics().states), expected,
                                   rtol=0, atol=1e-10)
+
+
+def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start):
+    """The background compilation (abstract run of a step) prepares exactly the kernels
+    that the step then runs, so that none is compiled while the steps wait."""
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
+    with backends.use_backend("jax", "double"):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
+        tempo.compute(1.0, progress_type="silent")
+        engine = tempo._engine
+        window = engine._sitewise
+        assert window.ahead.result(timeout=300) is None  # the last chunk's job did not fail
+        # a plan with larger buckets than any step used so far
+        plan = sitewise.plan_buckets(window.profile, window.count + 2, margin=17)
+        between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
+        state = (window._front, window._sites, window._log_scale)
+        settings = (engine._memory, None, "trace", None)
+        arguments = (between, second, engine._constants, engine._site_lags)
+        abstract_state, abstract_arguments = sitewise._abstract((state, arguments))
+        before = set(sitewise._executables)
+
+        def job():
+            sitewise.sitewise_step(*abstract_state, *abstract_arguments, plan, *settings,
+                                   call=sitewise.prepare_kernel)
+
+        assert sitewise.compile_ahead(job).result(timeout=300) is None
+        ready = set(sitewise._executables)
+        used = []
+
+        def run(name, static, *args):
+            used.append(sitewise._signature(name, static, args))
+            return sitewise.run_kernel(name, static, *args)
+
+        sitewise.sitewise_step(*state, *arguments, plan, *settings, call=run)
+    assert set(used) - before  # the plan needed new kernels ...
+    assert set(used) <= ready  # ... and all of them were compiled ahead

@@ -24,8 +24,12 @@ Everything here is array algebra; requires JAX.
 
 from __future__ import annotations
 
+import atexit
 import functools
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as default_np
@@ -130,6 +134,110 @@ def _jnp() -> Any:
     import jax.numpy as jnp
 
     return jnp
+
+
+def _signature(name: str, static: dict[str, Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    shapes = tuple(None if arg is None else
+                   (tuple(arg.shape), str(arg.dtype), bool(getattr(arg, "weak_type", False)))
+                   for arg in args)
+    return name, tuple(sorted(static.items())), shapes
+
+
+#: Compiled kernels (futures) by name, static parameters and argument shapes, shared
+#: by the steps and by the compilations ahead in the background thread.
+_executables: dict[tuple[Any, ...], Future] = {}
+_executables_lock = threading.Lock()
+
+
+def _executable(name: str, static: dict[str, Any], args: Sequence[Any]) -> Any:
+    """The compiled kernel for these arguments (concrete or abstract); compiled here
+    unless it is ready or being compiled (then waited for)."""
+    key = _signature(name, static, args)
+    with _executables_lock:
+        future = _executables.get(key)
+        owner = future is None
+        if owner:
+            future = _executables[key] = Future()
+    if owner:
+        try:
+            future.set_result(_kernel(name, **static).lower(*args).compile())
+        except BaseException as error:
+            with _executables_lock:
+                del _executables[key]
+            future.set_exception(error)
+            raise
+    return future.result()
+
+
+def run_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
+    """Run site kernel ``name`` with its ``static`` parameters on device arrays."""
+    return _executable(name, static, args)(*args)
+
+
+def prepare_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
+    """Compile site kernel ``name`` for abstract ``args``; return its abstract results."""
+    import jax
+
+    if _stopping.is_set():
+        raise RuntimeError("the program is ending: no more compilations ahead")
+    _executable(name, static, args)
+    return jax.eval_shape(_kernel(name, **static), *args)
+
+
+_ahead_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_ahead_worker: list[threading.Thread] = []
+_stopping = threading.Event()
+
+
+def compile_ahead(job: Callable[[], None]) -> Future:
+    """Run ``job`` (compilations only) in the background compiler thread; its future.
+
+    While a step runs, the thread that dispatched it waits in XLA without the
+    GIL, so compiling the kernels of the coming steps in a second thread costs
+    no time on a machine with a core to spare. The thread is a daemon: a
+    compilation in progress holds up the end of the program by one kernel at most
+    (the job stops at its next kernel, see :func:`_stop_ahead`).
+    """
+    future: Future = Future()
+    _ahead_jobs.put((job, future))
+    with _executables_lock:
+        if not _ahead_worker:
+            worker = threading.Thread(target=_work_ahead, name="nonmarkov-compile-ahead",
+                                      daemon=True)
+            worker.start()
+            _ahead_worker.append(worker)
+            atexit.register(_stop_ahead)
+    return future
+
+
+def _stop_ahead() -> None:
+    """At exit: stop the compilations ahead and wait for the kernel in progress."""
+    _stopping.set()
+    _ahead_jobs.put(None)  # ends the worker once the jobs before it have stopped
+    for worker in _ahead_worker:
+        worker.join(timeout=30)
+
+
+def _work_ahead() -> None:
+    while True:
+        item = _ahead_jobs.get()
+        if item is None:
+            return
+        job, future = item
+        try:
+            job()
+        except BaseException as error:  # the steps compile what they need themselves
+            future.set_exception(error)
+        else:
+            future.set_result(None)
+
+
+def _abstract(tree: Any) -> Any:
+    """Device arrays -> ``jax.ShapeDtypeStruct`` (same pytree)."""
+    import jax
+
+    return jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type), tree)
 
 
 @functools.cache
@@ -294,7 +402,9 @@ _KERNELS = {"open": _open_front, "couple": _couple, "keep": _close, "trace": _tr
 def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any, second: Any,
                   constants: dict[str, Any], lags: Sequence[Any], plan: Sequence[int],
                   memory: int, max_rank: int | None, oldest: str,
-                  svd_algorithm: Any = None) -> tuple[Any, list[Any], Any, Any, list[Any]]:
+                  svd_algorithm: Any = None,
+                  call: Callable[..., Any] | None = None) -> tuple[Any, list[Any], Any, Any,
+                                                                  list[Any]]:
     """One window step, site by site; all arrays stay on the device.
 
     front (x, b_0), sites[j] (b_j, m, b_{j+1}) for the n sites besides the
@@ -310,43 +420,48 @@ def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any
     read-out (x,); PT-TEMPO: (finalised site (plan[n], m, b_n) or None, its
     rank or None, log-scale before the step)) and the kept rank of every
     bond (device int32 scalars).
+
+    ``call(name, static, *args)`` runs one kernel (default :func:`run_kernel`);
+    :func:`prepare_kernel` instead compiles it for abstract arguments
+    (``jax.ShapeDtypeStruct``) and returns the shapes of its results.
     """
+    call = run_kernel if call is None else call
     dim_m = constants["projector"].shape[1]
     num_rows = constants["carrier"].shape[1]
     n = len(sites)
     statics = {"max_rank": max_rank, "svd_algorithm": svd_algorithm}
-    front_q, tensor = _kernel("open")(front, between, constants["projector"],
-                                      constants["first"], constants["carrier"])
+    front_q, tensor = call("open", {}, front, between, constants["projector"],
+                           constants["first"], constants["carrier"])
     chain = []
     for j in range(n):
-        q, tensor = _kernel("couple")(tensor, sites[j], lags[j])
+        q, tensor = call("couple", {}, tensor, sites[j], lags[j])
         chain.append(q)
     full = memory > 0 and n + 1 >= memory
     final_site = final_rank = None
     if not full:
-        chain.append(_kernel("keep", dim_m=dim_m, num_rows=num_rows)(tensor))
+        chain.append(call("keep", {"dim_m": dim_m, "num_rows": num_rows}, tensor))
     elif oldest == "trace":
-        chain[-1] = _kernel("trace", dim_m=dim_m, num_rows=num_rows)(chain[-1], tensor)
+        chain[-1] = call("trace", {"dim_m": dim_m, "num_rows": num_rows}, chain[-1], tensor)
     else:
-        chain[-1], final_site, final_rank = _kernel(
-            "finalize", dim_m=dim_m, num_rows=num_rows, bucket=plan[n], **statics)(
-                chain[-1], tensor, constants["epsrel"])
+        chain[-1], final_site, final_rank = call(
+            "finalize", {"dim_m": dim_m, "num_rows": num_rows, "bucket": plan[n], **statics},
+            chain[-1], tensor, constants["epsrel"])
     contract = oldest == "trace"
     right = vector = log_rest = None
     new_sites: list[Any] = [None] * len(chain)
     ranks: list[Any] = [None] * len(chain)
     for j in reversed(range(len(chain))):
-        cut = _kernel("cut", bucket=plan[j], identity=right is None, contract=contract,
-                      **statics)
-        outputs = cut(chain[j], right, constants["epsrel"], vector, log_rest)
+        outputs = call("cut", {"bucket": plan[j], "identity": right is None,
+                               "contract": contract, **statics},
+                       chain[j], right, constants["epsrel"], vector, log_rest)
         right, new_sites[j], ranks[j] = outputs[:3]
         if contract:
             vector, log_rest = outputs[3:]
     log_before = log_scale
-    front, log_scale = _kernel("finish")(front_q, right, log_scale)
+    front, log_scale = call("finish", {}, front_q, right, log_scale)
     if contract:
-        output = _kernel("readout")(front, vector, log_scale, log_rest, second,
-                                    constants["out_map"])
+        output = call("readout", {}, front, vector, log_scale, log_rest, second,
+                      constants["out_map"])
     else:
         output = (final_site, final_rank, log_before)
     return front, new_sites, log_scale, output, ranks
@@ -416,6 +531,8 @@ class SitewiseWindow:
         self._log_scale = log_scale
         #: chunks redone because a kept rank outgrew its planned bucket
         self.redos = 0
+        #: the background compilation for the last chunk (a Future), or None
+        self.ahead: Future | None = None
 
     @classmethod
     def from_padded(cls, front: Any, sites: Any, log_scale: Any, right_end: int,
@@ -456,8 +573,13 @@ class SitewiseWindow:
         """
         start = (self._front, self._sites, self._log_scale)
         profile, plan = self.profile, self._plan
+        ahead = True
         while True:
             plan = plan_buckets(profile, self.count + len(propagators) + 1, margin, plan)
+            if ahead:
+                self.ahead = self._compile_ahead(start, propagators, lags, plan, profile,
+                                                 margin)
+                ahead = False
             front, sites, log_scale = start
             outputs, ranks = [], []
             for between, second in propagators:
@@ -482,6 +604,28 @@ class SitewiseWindow:
             else self.profile[-1]
         self.profile = ranks[-1] + [max(right_end, 1)]
         return outputs, ranks
+
+    def _compile_ahead(self, start: tuple[Any, Any, Any], propagators: Sequence[tuple[Any, Any]],
+                       lags: Sequence[Any], plan: Sequence[int], profile: Sequence[int],
+                       margin: int) -> Future:
+        """Compile in the background the kernels of this chunk and of the first two
+        steps of the next one, whose plan is guessed from the ranks risen by
+        ``margin`` (a wrong guess only costs the other core some time)."""
+        steps = len(propagators)
+        abstract = _abstract((start, propagators[0], self._constants, lags[0]))
+        settings = (self._memory, self._max_rank, self._oldest, self._svd)
+
+        def job() -> None:
+            (front, sites, log_scale), (between, second), constants, lag = abstract
+            lag_list = [lag] * (len(sites) + 2 * steps + 4)
+            state = (front, sites, log_scale)
+            upcoming = plan_buckets([rank + margin for rank in profile],
+                                    len(sites) + 2 * steps + 3, margin, plan)
+            for step_plan in [plan] * steps + [upcoming] * 2:
+                state = sitewise_step(*state, between, second, constants, lag_list,
+                                      step_plan, *settings, call=prepare_kernel)[:3]
+
+        return compile_ahead(job)
 
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
         """The window on the host, newest first: front (1, x, k), sites (k, m, k'),
