@@ -606,13 +606,21 @@ def test_sitewise_pt_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
 
 
+STABLE = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)  # bonds that soon hold
+
+
+def started_tempo():
+    """A JAX TEMPO run of the driven spin-boson model, 10 steps done."""
+    system, bath, rho0 = spin_boson()
+    tempo = nm.Tempo(system, bath, STABLE, rho0, 0.0)
+    tempo.compute(1.0, progress_type="silent")
+    return tempo
+
+
 def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
         sitewise_from_the_start):
-    system, bath, rho0 = spin_boson()
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
     with backends.use_backend("jax", "double"):
-        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
-        tempo.compute(1.0, progress_type="silent")
+        tempo = started_tempo()
         engine = tempo._engine
         fetches, chunks, redos = engine.fetches, engine.chunks, engine.redos
         with jax.transfer_guard("disallow"):
@@ -620,7 +628,7 @@ def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
     assert engine.sitewise
     assert engine.fetches - fetches == engine.chunks - chunks + engine.redos - redos
     assert engine.chunks - chunks < 15  # chunks of several steps
-    expected, _ = run_tempo((system, bath, rho0), parameters, 2.5, backend="numpy")
+    expected, _ = run_tempo(spin_boson(), STABLE, 2.5, backend="numpy")
     numpy.testing.assert_allclose(numpy.asarray(tempo.get_dynamics().states), expected,
                                   rtol=0, atol=1e-10)
 
@@ -628,11 +636,8 @@ def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
 def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start):
     """The background compilation (abstract run of a step) prepares exactly the kernels
     that the step then runs, so that none is compiled while the steps wait."""
-    system, bath, rho0 = spin_boson()
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
     with backends.use_backend("jax", "double"):
-        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
-        tempo.compute(1.0, progress_type="silent")
+        tempo = started_tempo()
         engine = tempo._engine
         window = engine._sitewise
         assert window.ahead.result(timeout=300) is None  # the last chunk's job did not fail
