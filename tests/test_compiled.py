@@ -555,14 +555,14 @@ def test_a_previous_plan_keeps_its_stretches_until_it_costs_too_much():
 @pytest.fixture
 def sitewise_from_the_start(monkeypatch):
     """Site-by-site steps as soon as the window holds two sites, on any device."""
-    monkeypatch.setattr(compiled, "SITEWISE_BOND", 4)
+    monkeypatch.setattr(sitewise, "SITEWISE_BOND", 4)
     monkeypatch.setattr(config, "JAX_SITEWISE", "on")
 
 
 def test_sitewise_choice_follows_the_environment_variable(monkeypatch):
     system, bath, rho0 = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
-    monkeypatch.setattr(compiled, "SITEWISE_BOND", 4)
+    monkeypatch.setattr(sitewise, "SITEWISE_BOND", 4)
     engines = {}
     for choice in ("on", "off", "auto"):
         monkeypatch.setattr(config, "JAX_SITEWISE", choice)

@@ -56,7 +56,6 @@ from typing import Any
 import numpy as default_np
 
 from .. import config
-from .sitewise import SITEWISE_BOND, SitewiseWindow
 from .truncation import MULTIPLET_TOLERANCE
 
 #: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
@@ -664,13 +663,17 @@ class CompiledWindow:
         """Whether the steps should now run site by site: from bucket
         :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, once the window holds two sites,
         if ``NONMARKOV_JAX_SITEWISE`` allows it on this device."""
+        from . import sitewise  # imports this module
+
         choice = config.JAX_SITEWISE
         allowed = choice == "on" or (choice == "auto" and self._jax.default_backend() == "cpu")
-        return allowed and self.bond >= SITEWISE_BOND and self._count >= 2
+        return allowed and self.bond >= sitewise.SITEWISE_BOND and self._count >= 2
 
     def _switch_to_sitewise(self) -> None:
         """Hand the window to :class:`~nonmarkov.tn.sitewise.SitewiseWindow` (once per run:
         one fetch of the window, cut to the used part of every bond)."""
+        from .sitewise import SitewiseWindow
+
         front, sites = self._jax.device_get((self._front, self._sites[:self._count]))
         right_end = self._final_bond if self._oldest == "finalize" else 1
         self._sitewise = SitewiseWindow.from_padded(

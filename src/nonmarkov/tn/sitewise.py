@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as default_np
 
+from . import compiled
+from .compiled import bond_bucket, compile_kernel, device_kept_rank
+
 #: From this bond bucket on, :class:`nonmarkov.tn.compiled.CompiledWindow` runs its
 #: steps site by site: a step then costs ~0.1 s or more, next to which ~2 dispatches
 #: per site (~30 us each) are nothing, and following the bond profile saves up to
@@ -46,14 +49,6 @@ SEGMENTS = 4
 #: A plan is kept (with raised stretches) while it costs less than this times the
 #: cheapest fresh plan.
 REPLAN_COST = 1.1
-
-
-def site_bucket(rank: int) -> int:
-    """Smallest bucket >= ``rank`` for one bond: those of the whole-step kernel
-    (:data:`nonmarkov.tn.compiled.BOND_BUCKETS`, steps of 12.5 % from 64 on)."""
-    from .compiled import bond_bucket
-
-    return bond_bucket(rank)
 
 
 def plan_buckets(profile: Sequence[int], length: int, margin: int = 0,
@@ -75,7 +70,7 @@ def plan_buckets(profile: Sequence[int], length: int, margin: int = 0,
     last = len(ranks) - 1
     needs = [max(ranks[min(max(i, 0), last)] for i in (k - 1, k, k + 1)) + margin
              for k in range(length)]
-    fresh = _cheapest_stretches([site_bucket(need) for need in needs], segments)
+    fresh = _cheapest_stretches([bond_bucket(need) for need in needs], segments)
     if not previous:
         return fresh
     kept = list(previous[:length]) + [previous[-1]] * (length - len(previous))
@@ -84,7 +79,7 @@ def plan_buckets(profile: Sequence[int], length: int, margin: int = 0,
         end = begin
         while end < length and kept[end] == kept[begin]:
             end += 1
-        top = site_bucket(max(needs[begin:end]))
+        top = bond_bucket(max(needs[begin:end]))
         if top > kept[begin]:
             kept[begin:end] = [top] * (end - begin)
         begin = end
@@ -242,8 +237,6 @@ def _abstract(tree: Any) -> Any:
 
 @functools.cache
 def _kernel(name: str, **static: Any) -> Any:
-    from .compiled import compile_kernel
-
     # LLVM at level 0: the kernels are a factorisation and a few products, whose speed
     # does not depend on it, and they compile ~3x faster (there are many of them)
     return compile_kernel(functools.partial(_KERNELS[name], **static), optimization_level=0)
@@ -277,13 +270,11 @@ def _couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
     (b, m, b'), lag (r, m). Returns the orthonormal chain site (rows, m, k)
     and the tensor (k, m b' r) of the next position, k = min(rows m, b r).
     """
-    from .compiled import _padded_qr
-
     jnp = _jnp()
     rows = tensor.shape[0]
     bond, dim_m, bond_out = site.shape
     num_rows = lag.shape[0]
-    q, r = _padded_qr(tensor.reshape(rows * dim_m, bond * num_rows))
+    q, r = compiled._padded_qr(tensor.reshape(rows * dim_m, bond * num_rows))
     size = r.shape[0]
     by_row = jnp.moveaxis(r.reshape(size, bond, num_rows), 2, 0)  # (r, k, b)
     site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
@@ -311,20 +302,26 @@ def _finalize(previous: Any, tensor: Any, epsrel: Any, dim_m: int, num_rows: int
     (bucket, m, b) and its kept rank (int32; a rank above ``bucket`` means the
     plan was too small).
     """
-    from .compiled import _svd, _used_columns, device_kept_rank
-
     jnp = _jnp()
     last = _close(tensor, dim_m, num_rows)
-    size, _, bond = last.shape
-    matrix = last.reshape(size, dim_m * bond)
-    u, s, vh = _svd(matrix, svd_algorithm)
-    u, s, vh = _pad_spectrum(u, s, vh, bucket)
+    weighted, final_site, rank = _split(last, epsrel, bucket, max_rank, svd_algorithm)
+    return jnp.einsum("lpr,rk->lpk", previous, weighted), final_site, rank
+
+
+def _split(site: Any, epsrel: Any, bucket: int, max_rank: int | None,
+           svd_algorithm: Any) -> tuple[Any, Any, Any]:
+    """site (rows, m, b) = (u s) vh cut at its kept rank (device rule), padded to
+    ``bucket`` values: returns u s (rows, bucket), vh as a site (bucket, m, b) with
+    the padding columns exactly zero, and the kept rank (int32)."""
+    jnp = _jnp()
+    rows, dim_m, bond = site.shape
+    matrix = site.reshape(rows, dim_m * bond)
+    u, s, vh = _pad_spectrum(*compiled._svd(matrix, svd_algorithm), bucket)
     rank = device_kept_rank(s, epsrel, max_rank)
     kept = (jnp.arange(bucket) < rank).astype(s.dtype)
-    final_site = (vh[:bucket] * kept[:, None].astype(vh.dtype)).reshape(bucket, dim_m, bond)
-    final_site = final_site * _used_columns(matrix, bond)[None, None, :]
-    weighted = u[:, :bucket] * (s[:bucket] * kept).astype(u.dtype)[None, :]
-    return jnp.einsum("lpr,rk->lpk", previous, weighted), final_site, rank
+    new_site = (vh[:bucket] * kept[:, None].astype(vh.dtype)).reshape(bucket, dim_m, bond)
+    new_site = new_site * compiled._used_columns(matrix, bond)[None, None, :]
+    return u[:, :bucket] * (s[:bucket] * kept).astype(u.dtype)[None, :], new_site, rank
 
 
 def _pad_spectrum(u: Any, s: Any, vh: Any, bucket: int) -> tuple[Any, Any, Any]:
@@ -349,26 +346,16 @@ def _cut(site: Any, right: Any, epsrel: Any, vector: Any, log_rest: Any, bucket:
     from here to the end with all classes summed and its log-scale (from
     ``vector`` and ``log_rest`` of the sites after it; started at the last).
     """
-    from .compiled import _svd, _used_columns, device_kept_rank
-
     jnp = _jnp()
-    rows, dim_m, _ = site.shape
-    matrix = site.reshape(rows * dim_m, -1)
     if not identity:
-        matrix = matrix @ right
-    bond = matrix.shape[1]
-    matrix = matrix.reshape(rows, dim_m * bond)
-    u, s, vh = _pad_spectrum(*_svd(matrix, svd_algorithm), bucket)
-    rank = device_kept_rank(s, epsrel, max_rank)
-    kept = (jnp.arange(bucket) < rank).astype(s.dtype)
-    new_site = (vh[:bucket] * kept[:, None].astype(vh.dtype)).reshape(bucket, dim_m, bond)
-    new_site = new_site * _used_columns(matrix, bond)[None, None, :]
-    carry = u[:, :bucket] * (s[:bucket] * kept).astype(u.dtype)[None, :]
+        site = jnp.einsum("lpc,cb->lpb", site, right)
+    carry, new_site, rank = _split(site, epsrel, bucket, max_rank, svd_algorithm)
+    bond = site.shape[2]
     if not contract:
         return carry, new_site, rank
     if identity:  # the oldest site: the contraction starts here
         vector = jnp.ones((bond,), new_site.dtype)
-        log_rest = jnp.zeros((), s.dtype)
+        log_rest = jnp.zeros((), epsrel.dtype)
     moved = jnp.einsum("lpr,r->l", new_site, vector)
     size = jnp.max(jnp.abs(moved))
     good = size > 0.0
@@ -621,7 +608,9 @@ class SitewiseWindow:
             state = (front, sites, log_scale)
             upcoming = plan_buckets([rank + margin for rank in profile],
                                     len(sites) + 2 * steps + 3, margin, plan)
-            for step_plan in [plan] * steps + [upcoming] * 2:
+            # a step's kernels depend on its input shapes and plan: from the third step
+            # of a plan on they repeat
+            for step_plan in [plan] * min(steps, 2) + [upcoming] * 2:
                 state = sitewise_step(*state, between, second, constants, lag_list,
                                       step_plan, *settings, call=prepare_kernel)[:3]
 
