@@ -9,14 +9,15 @@ window site:
 
 This script times both, complex128, for a few D: NumPy/LAPACK on the CPU
 (BLAS threads as configured by the environment) and ``jax.jit`` on JAX's
-default device, with every SVD algorithm JAX offers there. Each variant is
+default device, with every SVD algorithm JAX offers there and the QR +
+Hermitian-eigensolver route of ``NONMARKOV_JAX_SVD=eigh``. Each variant is
 checked against NumPy: relative error of the reconstruction and of the
 singular values (a variant that fails the check is marked, not hidden).
 
     python benchmarks/bench_linalg.py [--bonds 64 128 256 512] [--repeat 3]
 
 ``--step-memory`` instead compiles the whole PT-TEMPO window step (29 sites,
-as in B3) at each bond bucket with the default and the polar SVD and prints the
+as in B3) at each bond bucket with the default, polar and eigh SVD and prints the
 temporary memory XLA plans for it (``memory_analysis``), without running it:
 the polar SVD asked for 135 GiB inside the B3 run on a GPU.
 """
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--carrier", type=int, default=3, help="carrier bond r")
     parser.add_argument("--classes", type=int, default=4, help="values m per point")
+    parser.add_argument("--precision", choices=("double", "single"), default="double",
+                        help="complex128 or complex64 factorisations (errors always "
+                             "against the complex128 NumPy reference)")
     parser.add_argument("--step-memory", action="store_true",
                         help="XLA memory of the compiled window step instead (see above)")
     args = parser.parse_args(argv)
@@ -103,31 +107,36 @@ def main(argv: list[str] | None = None) -> int:
     from jax import lax
 
     device = jax.devices()[0]
+    from nonmarkov.tn import compiled
+
     algorithms = {"default": None}
     for name in ("QR", "JACOBI", "POLAR", "DIVIDE_AND_CONQUER"):
         if hasattr(lax.linalg.SvdAlgorithm, name):
             algorithms[name.lower()] = getattr(lax.linalg.SvdAlgorithm, name)
+    algorithms["eigh"] = "eigh"
     if args.step_memory:
-        step_memory(args.bonds, {name: algorithms[name] for name in ("default", "polar")
+        step_memory(args.bonds, {name: algorithms[name] for name in ("default", "polar", "eigh")
                                  if name in algorithms})
         return 0
     rng = np.random.default_rng(7)
-    print(f"JAX device: {device.platform} ({device.device_kind}); complex128; "
+    dtype = np.complex128 if args.precision == "double" else np.complex64
+    print(f"JAX device: {device.platform} ({device.device_kind}); {np.dtype(dtype).name}; "
           f"r = {args.carrier}, m = {args.classes}", flush=True)
     header = f"{'D':>5} {'operation':32} {'numpy ms':>9} {'jax ms':>9} {'np/jax':>7} {'error':>8}"
     print(header, flush=True)
     for bond in args.bonds:
         wide = args.carrier * bond
-        tall = _graded_matrix(rng, args.classes * wide, wide)
-        flat = _graded_matrix(rng, wide, args.classes * bond)
+        tall_exact = _graded_matrix(rng, args.classes * wide, wide)
+        flat_exact = _graded_matrix(rng, wide, args.classes * bond)
+        tall, flat = tall_exact.astype(dtype), flat_exact.astype(dtype)
         numpy_qr = _timed(lambda: np.linalg.qr(tall), args.repeat)
         numpy_svd = _timed(lambda: np.linalg.svd(flat, full_matrices=False), args.repeat)
-        reference = np.linalg.svd(flat, compute_uv=False)
+        reference = np.linalg.svd(flat_exact, compute_uv=False)
 
         tall_device = jax.device_put(tall)
         qr = jax.jit(lambda a: jnp.linalg.qr(a))
         q, r = qr(tall_device)
-        error = np.linalg.norm(np.asarray(q) @ np.asarray(r) - tall) / np.linalg.norm(tall)
+        error = np.linalg.norm(np.asarray(q) @ np.asarray(r) - tall_exact) / np.linalg.norm(tall)
         seconds = _timed(lambda: jax.block_until_ready(qr(tall_device)), args.repeat)
         label = f"qr ({tall.shape[0]}, {tall.shape[1]})"
         print(f"{bond:5d} {label:32} {numpy_qr * 1e3:9.1f} "
@@ -136,11 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         flat_device = jax.device_put(flat)
         for name, algorithm in algorithms.items():
             try:
-                svd = jax.jit(lambda a, algorithm=algorithm: lax.linalg.svd(
-                    a, full_matrices=False, algorithm=algorithm))
-                u, s, vh = svd(flat_device)
-                u, s, vh = np.asarray(u), np.asarray(s), np.asarray(vh)
-                error = max(np.linalg.norm((u * s) @ vh - flat) / np.linalg.norm(flat),
+                svd = jax.jit(lambda a, algorithm=algorithm: compiled._svd(a, algorithm))
+                weighted, s, vh = (np.asarray(part) for part in svd(flat_device))
+                error = max(np.linalg.norm(weighted @ vh - flat_exact) / np.linalg.norm(flat),
                             np.max(np.abs(s - reference)) / reference[0])
                 seconds = _timed(lambda: jax.block_until_ready(svd(flat_device)), args.repeat)
                 ratio = f"{numpy_svd / seconds:7.2f}"
@@ -151,12 +158,13 @@ def main(argv: list[str] | None = None) -> int:
             label = f"svd {name} ({wide}, {args.classes * bond})"
             print(f"{bond:5d} {label:32} {numpy_svd * 1e3:9.1f} {jax_ms} {ratio} {error:8.1e}",
                   flush=True)
-        # the Hermitian eigensolver (Gram-matrix route), for comparison
+        # the Hermitian eigensolver alone on the Gram matrix: its eigenvalues are only
+        # accurate to ~sqrt(eps) s_0 (the eigh route above takes a QR first)
         gram = jax.jit(lambda a: jnp.linalg.eigh(a @ a.conj().T))
         seconds = _timed(lambda: jax.block_until_ready(gram(flat_device)), args.repeat)
         values = np.sqrt(np.abs(np.asarray(gram(flat_device)[0])))[::-1]
         error = np.max(np.abs(values - reference)) / reference[0]
-        label = f"eigh of A A^H ({wide})"
+        label = f"eigh of A A^H alone ({wide})"
         print(f"{bond:5d} {label:32} {'':>9} {seconds * 1e3:9.1f} "
               f"{'':>7} {error:8.1e}", flush=True)
     return 0

@@ -8,6 +8,9 @@
 - after compilation the steps make no implicit host transfers and fetch
   once per chunk;
 - single precision runs in complex64 and stays close to double;
+- the QR + eigensolver factorisation (``NONMARKOV_JAX_SVD=eigh``) is exact,
+  cuts within epsrel, changes runs by a small part of their truncation error,
+  and is refused in single precision;
 - the persistent compilation cache option;
 - PT-TEMPO with the compiled window (``oldest='finalize'``) gives the NumPy
   process tensor (bond dimensions, step-tensor norms, dynamics), also while
@@ -266,6 +269,7 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise():
 def test_svd_algorithm_is_a_choice_that_does_not_change_the_result(monkeypatch):
     """NONMARKOV_JAX_SVD picks JAX's SVD algorithm; QR-based and default agree."""
     assert compiled._svd_algorithm("default", "cpu") is None
+    assert compiled._svd_algorithm("eigh", "cpu") == "eigh"
     with pytest.raises(ValueError, match="not available on the CPU"):
         compiled._svd_algorithm("polar", "cpu")
     model = spin_boson()
@@ -274,6 +278,83 @@ def test_svd_algorithm_is_a_choice_that_does_not_change_the_result(monkeypatch):
     monkeypatch.setattr(nm.config, "JAX_SVD", "qr")
     qr_based, _ = run_tempo(model, parameters, 1.0)
     numpy.testing.assert_allclose(qr_based, default, rtol=0, atol=1e-12)
+
+
+def graded_matrix(rng, rows, cols, rank, padding):
+    """(rows, cols) complex matrix of the given rank, singular values from 1 down to
+    1e-14, its last ``padding`` rows and columns exactly zero (as in a padded bucket)."""
+    def orthonormal(size):
+        gaussian = rng.standard_normal((size, rank)) + 1j * rng.standard_normal((size, rank))
+        return numpy.linalg.qr(gaussian)[0]
+
+    matrix = (orthonormal(rows) * numpy.logspace(0, -14, rank)) @ orthonormal(cols).conj().T
+    matrix[rows - padding:] = 0.0
+    matrix[:, cols - padding:] = 0.0
+    return matrix
+
+
+@pytest.mark.parametrize("rows, cols, rank, padding",
+                         [(30, 40, 30, 0), (48, 64, 20, 6), (60, 40, 25, 7), (96, 128, 96, 0)])
+def test_eigh_svd_factorises_exactly_and_truncates_within_epsrel(rows, cols, rank, padding):
+    """NONMARKOV_JAX_SVD=eigh: one QR and one Hermitian eigensolver instead of an SVD.
+
+    The factorisation is exact, vh has orthonormal rows, the padding stays exactly
+    zero, and a cut by the rank rule at its singular values discards at most
+    epsrel * s_0 (Frobenius), keeping at most two more values than the SVD would,
+    also where the spectrum falls far below sqrt(eps) s_0."""
+    matrix = graded_matrix(numpy.random.default_rng(rows + padding), rows, cols, rank, padding)
+    with backends.use_backend("jax", "double"):
+        factor = jax.jit(lambda a: compiled._svd(a, "eigh"))
+        weighted, values, vh = (numpy.asarray(part) for part in factor(matrix))
+    reference = numpy.linalg.svd(matrix, compute_uv=False)
+    size = min(rows, cols)
+    assert weighted.shape == (rows, size) and values.shape == (size,) and vh.shape == (size, cols)
+    numpy.testing.assert_allclose(weighted @ vh, matrix, rtol=0, atol=1e-14)
+    numpy.testing.assert_allclose(vh @ vh.conj().T, numpy.eye(size), rtol=0, atol=1e-13)
+    assert numpy.all(numpy.diff(values) <= 0.0)
+    numpy.testing.assert_allclose(values, numpy.linalg.norm(weighted, axis=0), rtol=1e-14)
+    numpy.testing.assert_allclose(values, reference, rtol=0, atol=1e-7)
+    assert not numpy.any(weighted[rows - padding:])
+    for epsrel in (1e-4, 1e-7, 1e-10):
+        kept = int(compiled.device_kept_rank(values, epsrel))
+        optimal = truncation.kept_rank(reference, epsrel)
+        discarded = numpy.linalg.norm(matrix - weighted[:, :kept] @ vh[:kept])
+        assert discarded <= epsrel * reference[0] * (1.0 + 1e-9)
+        assert optimal <= kept <= optimal + 2
+
+
+@pytest.mark.parametrize("on_sites", [False, True])
+def test_eigh_svd_runs_stay_well_within_the_truncation_error(on_sites, monkeypatch):
+    """TEMPO and PT-TEMPO with the eigh factorisation (whole-step kernel and site by
+    site) differ from NumPy's SVD runs by less than a tenth of the truncation error
+    itself (NumPy at epsrel against NumPy at epsrel / 1000)."""
+    monkeypatch.setattr(config, "JAX_SITEWISE", "on" if on_sites else "off")
+    monkeypatch.setattr(sitewise, "SITEWISE_BOND", 4)
+    monkeypatch.setattr(config, "JAX_SVD", "eigh")
+    model = spin_boson()
+    parameters, finer = (nm.TempoParameters(dt=0.1, epsrel=epsrel, dkmax=6)
+                         for epsrel in (1e-7, 1e-10))
+    states, tempo = run_tempo(model, parameters, 1.5, initial_bond=4, chunk=4)
+    expected, _ = run_tempo(model, parameters, 1.5, backend="numpy")
+    converged, _ = run_tempo(model, finer, 1.5, backend="numpy")
+    assert tempo._engine.sitewise == on_sites
+    truncation_error = numpy.max(numpy.abs(expected - converged))
+    assert 0.0 < numpy.max(numpy.abs(states - expected)) < 0.1 * truncation_error
+    on_jax, _ = run_pt_tempo(model[1], parameters, 1.2, initial_bond=4, chunk=3)
+    expected = pt_dynamics(run_pt_tempo(model[1], parameters, 1.2, backend="numpy")[0])
+    converged = pt_dynamics(run_pt_tempo(model[1], finer, 1.2, backend="numpy")[0])
+    truncation_error = numpy.max(numpy.abs(expected - converged))
+    assert numpy.max(numpy.abs(pt_dynamics(on_jax) - expected)) < 0.1 * truncation_error
+
+
+def test_eigh_svd_is_refused_in_single_precision(monkeypatch):
+    monkeypatch.setattr(config, "JAX_SVD", "eigh")
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-5, dkmax=4)
+    with backends.use_backend("jax", "single"):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
+        with pytest.raises(ValueError, match="'eigh' needs double precision"):
+            tempo.compute(0.5, progress_type="silent")
 
 
 # --------------------------------------------------------------------------

@@ -13,9 +13,11 @@ The environment is read once, at import, and validated:
   that is not a directory is an error.
 - ``NONMARKOV_JAX_SVD``: the SVD algorithm of the compiled window step on JAX,
   ``default`` (JAX's choice for the device), ``qr``, ``divide_and_conquer``,
-  ``jacobi`` or ``polar`` (the last two on GPUs/TPUs only). A tuning knob for
-  accelerators, where the SVDs of large bonds dominate a step; all give the
-  same results to rounding.
+  ``jacobi`` or ``polar`` (the last two on GPUs/TPUs only), all the same
+  results to rounding; or ``eigh``: a QR and a Hermitian eigensolver instead
+  of the SVD (double precision only; cuts within epsrel like the SVD, results
+  differ from it by a few percent of the truncation error). A tuning knob for
+  accelerators, where the SVDs of large bonds dominate a step.
 - ``NONMARKOV_JAX_SITEWISE``: ``auto`` (default), ``on`` or ``off``: whether
   the compiled window runs its steps site by site, each site padded to its
   own bucket, once the bond dimension reaches 64 (see
@@ -30,7 +32,7 @@ import os
 VALID_BACKENDS = ("numpy", "jax")
 VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "silent")
-VALID_JAX_SVD = ("default", "qr", "divide_and_conquer", "jacobi", "polar")
+VALID_JAX_SVD = ("default", "qr", "divide_and_conquer", "jacobi", "polar", "eigh")
 VALID_JAX_SITEWISE = ("auto", "on", "off")
 
 # Defaults of the numerical parameters, shared by all algorithms.

@@ -161,22 +161,66 @@ def _padded_qr(matrix: Any) -> tuple[Any, Any]:
 
 
 def _svd_algorithm(name: str, platform: str) -> Any:
-    """``jax.lax.linalg.SvdAlgorithm`` for a :data:`nonmarkov.config.VALID_JAX_SVD` name."""
+    """The ``algorithm`` argument of :func:`_svd` for a :data:`nonmarkov.config.VALID_JAX_SVD`
+    name: a ``jax.lax.linalg.SvdAlgorithm``, None (JAX's default) or ``'eigh'``."""
     from jax import lax
 
     if name == "default":
         return None
+    if name == "eigh":
+        return name
     if name in ("jacobi", "polar") and platform == "cpu":
         raise ValueError(f"NONMARKOV_JAX_SVD={name!r} is not available on the CPU; "
-                         "use 'default', 'qr' or 'divide_and_conquer' there")
+                         "use 'default', 'qr', 'divide_and_conquer' or 'eigh' there")
     return getattr(lax.linalg.SvdAlgorithm, name.upper())
 
 
 def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
-    """Thin SVD (u, s, vh) with the configured algorithm."""
+    """Thin SVD of a (p, q) matrix as (u s, s, vh): (p, k), (k,) descending, (k, q),
+    k = min(p, q), with the configured algorithm (see :func:`_svd_algorithm`)."""
     from jax import lax
 
-    return lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
+    if algorithm == "eigh":
+        return _eigh_svd(matrix)
+    u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
+    return u * s[None, :].astype(u.dtype), s, vh
+
+
+def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
+    """:func:`_svd` from QR decompositions and one Hermitian eigendecomposition.
+
+    For p <= q: matrix^dag = Q R (Q (q, p) orthonormal, R (p, p)), so
+    matrix = B Q^dag with B = R^dag; the eigenvectors W of B^dag B = R R^dag
+    give matrix = (B W)(W^dag Q^dag): vh = (Q W)^dag has orthonormal rows and
+    u s = B W is a plain product (no division by small singular values). For
+    p > q a QR of the matrix first reduces it to its (q, q) R factor.
+
+    Accuracy: as with any Gram-matrix method, the small singular values and
+    the subspace split near them are only accurate to ~sqrt(eps) s_0 ~ 1e-8
+    s_0 (exact zeros, as in padding or rank-deficient blocks, stay ~eps s_0
+    thanks to the QR). The singular values returned are the column norms of B W and
+    the columns are sorted by them, so the weight that the rank rule drops is
+    exactly the norm of the part dropped: a cut never discards more than
+    epsrel allows, it may keep a value or two more than the SVD. Measured
+    (tests/test_compiled.py): TEMPO and PT-TEMPO runs at epsrel 1e-7 differ
+    from SVD runs by ~5 % of their truncation error. Meant for GPUs, where a
+    QR and an eigensolver are many times faster than an SVD; on a CPU
+    LAPACK's SVD is faster.
+    """
+    _, jnp, _ = _jax()
+    rows, columns = matrix.shape
+    if rows > columns:
+        left, square = _padded_qr(matrix)
+        weighted, s, vh = _eigh_svd(square)
+        return left @ weighted, s, vh
+    q, r = _padded_qr(matrix.conj().T)
+    base = r.conj().T
+    _, w = jnp.linalg.eigh(r @ base)
+    weighted = base @ w
+    s = jnp.linalg.norm(weighted, axis=0)
+    order = jnp.argsort(-s)
+    w, weighted, s = w[:, order], weighted[:, order], s[order]
+    return weighted, s, (q @ w).conj().T
 
 
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
@@ -245,12 +289,12 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     previous = lax.dynamic_index_in_dim(chain, index, 0, keepdims=False)
     if oldest == "finalize":
         # split off the oldest point: last = (u s) vh, u s stays in the window
-        u, s, vh = _svd(last[:, :, :bond].reshape(wide, dim_m * bond), svd_algorithm)
+        us, s, vh = _svd(last[:, :, :bond].reshape(wide, dim_m * bond), svd_algorithm)
         final_rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < final_rank).astype(s.dtype)
         final_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
         final_site = final_site * _used_columns(last[:, :, :bond], bond)[None, None, :]
-        weighted = jnp.pad(u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :],
+        weighted = jnp.pad(us[:, :bond] * kept.astype(dtype)[None, :],
                            ((0, 0), (0, wide - bond)))  # (wide, wide)
         merged = jnp.einsum("lpr,rk->lpk", previous, weighted)
         front_merged = front_q @ weighted
@@ -268,12 +312,12 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
     def cut(right: Any, site: Any) -> tuple[Any, Any, Any]:
         matrix = (site.reshape(wide * dim_m, wide) @ right).reshape(wide, dim_m * bond)
-        u, s, vh = _svd(matrix, svd_algorithm)
+        us, s, vh = _svd(matrix, svd_algorithm)
         rank = device_kept_rank(s, epsrel, max_rank)
         kept = (jnp.arange(bond) < rank).astype(s.dtype)
         new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
         new_site = new_site * _used_columns(matrix, bond)[None, None, :]
-        return u[:, :bond] * (s[:bond] * kept).astype(dtype)[None, :], new_site, rank
+        return us[:, :bond] * kept.astype(dtype)[None, :], new_site, rank
 
     def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
         return right, jnp.zeros((bond, dim_m, bond), dtype), jnp.int32(0)
@@ -394,6 +438,10 @@ class CompiledWindow:
         if oldest not in ("trace", "finalize"):
             raise ValueError(f"oldest must be 'trace' or 'finalize'; got {oldest!r}")
         self._oldest = oldest
+        if config.JAX_SVD == "eigh" and default_np.dtype(dtype).itemsize < 16:
+            raise ValueError("NONMARKOV_JAX_SVD='eigh' needs double precision: its small "
+                             "singular values are accurate to ~sqrt(eps) s_0, 3e-4 in single "
+                             "precision; use another NONMARKOV_JAX_SVD value")
         #: right bond of the oldest window site (left bond of the last finalised site)
         self._final_bond = 1
         self._bond_ranks: list[int] = []

@@ -316,21 +316,21 @@ def _split(site: Any, epsrel: Any, bucket: int, max_rank: int | None,
     jnp = _jnp()
     rows, dim_m, bond = site.shape
     matrix = site.reshape(rows, dim_m * bond)
-    u, s, vh = _pad_spectrum(*compiled._svd(matrix, svd_algorithm), bucket)
+    us, s, vh = _pad_spectrum(*compiled._svd(matrix, svd_algorithm), bucket)
     rank = device_kept_rank(s, epsrel, max_rank)
     kept = (jnp.arange(bucket) < rank).astype(s.dtype)
     new_site = (vh[:bucket] * kept[:, None].astype(vh.dtype)).reshape(bucket, dim_m, bond)
     new_site = new_site * compiled._used_columns(matrix, bond)[None, None, :]
-    return u[:, :bucket] * (s[:bucket] * kept).astype(u.dtype)[None, :], new_site, rank
+    return us[:, :bucket] * kept.astype(us.dtype)[None, :], new_site, rank
 
 
-def _pad_spectrum(u: Any, s: Any, vh: Any, bucket: int) -> tuple[Any, Any, Any]:
-    """Pad a thin SVD with zero singular triplets up to ``bucket`` values."""
+def _pad_spectrum(weighted: Any, s: Any, vh: Any, bucket: int) -> tuple[Any, Any, Any]:
+    """Pad a thin SVD (u s, s, vh) with zero singular triplets up to ``bucket`` values."""
     jnp = _jnp()
     missing = bucket - s.shape[0]
     if missing <= 0:
-        return u, s, vh
-    return (jnp.pad(u, ((0, 0), (0, missing))), jnp.pad(s, (0, missing)),
+        return weighted, s, vh
+    return (jnp.pad(weighted, ((0, 0), (0, missing))), jnp.pad(s, (0, missing)),
             jnp.pad(vh, ((0, missing), (0, 0))))
 
 
