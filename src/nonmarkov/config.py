@@ -14,9 +14,9 @@ The environment is read once, at import, and validated:
 - ``NONMARKOV_JAX_SVD``: the SVD algorithm of the compiled window step on JAX,
   ``default`` (JAX's choice for the device), ``qr``, ``divide_and_conquer``,
   ``jacobi`` or ``polar`` (the last two on GPUs/TPUs only), all the same
-  results to rounding; or ``eigh``: a QR and a Hermitian eigensolver instead
-  of the SVD (double precision only; cuts within epsrel like the SVD, results
-  differ from it by a few percent of the truncation error). A tuning knob for
+  results to rounding; or ``eigh`` (GPUs/TPUs only): QR decompositions and
+  Hermitian eigensolvers instead of the SVD (singular values to ~eps^(3/4)
+  s_0, the same cuts; see :func:`nonmarkov.tn.compiled._eigh_svd`). A tuning knob for
   accelerators, where the SVDs of large bonds dominate a step.
 - ``NONMARKOV_JAX_SITEWISE``: ``auto`` (default), ``on`` or ``off``: whether
   the compiled window runs its steps site by site, each site padded to its

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -51,6 +52,22 @@ def _load_jax() -> tuple[ModuleType, ModuleType]:
 
 _cache = {"dir": None}
 
+#: Called before JAX's global configuration changes (precision, cache directory):
+#: work that uses JAX in other threads (the site-by-site compilations ahead)
+#: stops there first, so that no compilation sees the change half-way.
+_before_jax_change: list[Callable[[], None]] = []
+
+
+def before_jax_change(callback: Callable[[], None]) -> None:
+    """Register ``callback`` (once) to run before JAX's configuration changes."""
+    if callback not in _before_jax_change:
+        _before_jax_change.append(callback)
+
+
+def _settle_jax_work() -> None:
+    for callback in list(_before_jax_change):
+        callback()
+
 
 def enable_compilation_cache(path: Any) -> str:
     """Keep JAX's compiled kernels in the directory ``path``, across processes.
@@ -66,6 +83,7 @@ def enable_compilation_cache(path: Any) -> str:
     import jax
 
     os.makedirs(directory, exist_ok=True)
+    _settle_jax_work()
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
@@ -87,6 +105,8 @@ def compilation_cache_dir() -> str | None:
 def _configure_jax(precision: str) -> None:
     import jax
 
+    if jax.config.jax_enable_x64 != (precision == "double"):
+        _settle_jax_work()
     jax.config.update("jax_enable_x64", precision == "double")
     if config.JAX_CACHE_DIR is not None and _cache["dir"] is None:
         enable_compilation_cache(config.JAX_CACHE_DIR)

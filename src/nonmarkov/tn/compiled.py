@@ -167,11 +167,13 @@ def _svd_algorithm(name: str, platform: str) -> Any:
 
     if name == "default":
         return None
+    if name in ("jacobi", "polar", "eigh") and platform == "cpu":
+        # eigh: slower than LAPACK's SVD on a CPU, and whole JAX test runs with it there
+        # ended in crashes inside XLA's CPU compiler (see docs/backends.md)
+        raise ValueError(f"NONMARKOV_JAX_SVD={name!r} is for GPUs/TPUs, not the CPU; "
+                         "use 'default', 'qr' or 'divide_and_conquer' there")
     if name == "eigh":
         return name
-    if name in ("jacobi", "polar") and platform == "cpu":
-        raise ValueError(f"NONMARKOV_JAX_SVD={name!r} is not available on the CPU; "
-                         "use 'default', 'qr', 'divide_and_conquer' or 'eigh' there")
     return getattr(lax.linalg.SvdAlgorithm, name.upper())
 
 
@@ -187,25 +189,28 @@ def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
 
 
 def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
-    """:func:`_svd` from QR decompositions and one Hermitian eigendecomposition.
+    """:func:`_svd` from QR decompositions and Hermitian eigendecompositions.
 
     For p <= q: matrix^dag = Q R (Q (q, p) orthonormal, R (p, p)), so
-    matrix = B Q^dag with B = R^dag; the eigenvectors W of B^dag B = R R^dag
-    give matrix = (B W)(W^dag Q^dag): vh = (Q W)^dag has orthonormal rows and
-    u s = B W is a plain product (no division by small singular values). For
-    p > q a QR of the matrix first reduces it to its (q, q) R factor.
+    matrix = B Q^dag with B = R^dag; for an orthonormal W, matrix =
+    (B W)(W^dag Q^dag), where vh = (Q W)^dag has orthonormal rows and u s = B W
+    is a plain product (no division by small singular values). The singular
+    values are the column norms of B W, in descending order (up to rounding
+    among nearly equal values), so the weight that the rank rule drops is
+    exactly the norm of the part dropped. For p > q a QR of the matrix first
+    reduces it to its (q, q) R.
 
-    Accuracy: as with any Gram-matrix method, the small singular values and
-    the subspace split near them are only accurate to ~sqrt(eps) s_0 ~ 1e-8
-    s_0 (exact zeros, as in padding or rank-deficient blocks, stay ~eps s_0
-    thanks to the QR). The singular values returned are the column norms of B W and
-    the columns are sorted by them, so the weight that the rank rule drops is
-    exactly the norm of the part dropped: a cut never discards more than
-    epsrel allows, it may keep a value or two more than the SVD. Measured
-    (tests/test_compiled.py): TEMPO and PT-TEMPO runs at epsrel 1e-7 differ
-    from SVD runs by ~5 % of their truncation error. Meant for GPUs, where a
-    QR and an eigensolver are many times faster than an SVD; on a CPU
-    LAPACK's SVD is faster.
+    W comes in two levels. The eigenvectors of the Gram matrix B^dag B resolve
+    the columns of B W only to ~eps s_0^2 / s_i (in double precision a
+    singular value of 1e-8 s_0 is lost in rounding); the columns below
+    f s_0, f = eps^(1/4) (which balances the errors of the two levels), are
+    then rotated once more by the eigenvectors of their own Gram matrix (the
+    others held apart on its diagonal), whose scale is f^2 s_0^2. Both levels
+    together resolve singular values to ~eps^(3/4) s_0 (measured in double
+    precision: ~5e-13 s_0; the truncated product equals the SVD's to ~1e-16
+    at epsrel 1e-7 and 1e-10, same ranks). Meant for GPUs, where QR and
+    eigensolvers are many times faster than an SVD; on a CPU LAPACK's SVD is
+    faster.
     """
     _, jnp, _ = _jax()
     rows, columns = matrix.shape
@@ -216,10 +221,19 @@ def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
     q, r = _padded_qr(matrix.conj().T)
     base = r.conj().T
     _, w = jnp.linalg.eigh(r @ base)
+    s = jnp.linalg.norm(base @ w, axis=0)
+    floor = default_np.finfo(s.dtype).eps ** 0.25 * jnp.max(s)
+    small = s < floor
+    part = (base @ w) * small.astype(base.dtype)[None, :]
+    # the other columns sit on the diagonal at distinct values above the small ones,
+    # so that the eigensolver keeps them apart and in place
+    apart = 2.0 * floor**2 * (1.0 + jnp.arange(rows) / rows)
+    gram = part.conj().T @ part + jnp.diag(jnp.where(small, 0.0, apart)).astype(base.dtype)
+    # descending: the held-apart columns (in the ascending order of the first level)
+    # above the small ones (ascending after the second); no sort needed
+    w = (w @ jnp.linalg.eigh(gram)[1])[:, ::-1]
     weighted = base @ w
     s = jnp.linalg.norm(weighted, axis=0)
-    order = jnp.argsort(-s)
-    w, weighted, s = w[:, order], weighted[:, order], s[order]
     return weighted, s, (q @ w).conj().T
 
 
@@ -438,10 +452,6 @@ class CompiledWindow:
         if oldest not in ("trace", "finalize"):
             raise ValueError(f"oldest must be 'trace' or 'finalize'; got {oldest!r}")
         self._oldest = oldest
-        if config.JAX_SVD == "eigh" and default_np.dtype(dtype).itemsize < 16:
-            raise ValueError("NONMARKOV_JAX_SVD='eigh' needs double precision: its small "
-                             "singular values are accurate to ~sqrt(eps) s_0, 3e-4 in single "
-                             "precision; use another NONMARKOV_JAX_SVD value")
         #: right bond of the oldest window site (left bond of the last finalised site)
         self._final_bond = 1
         self._bond_ranks: list[int] = []

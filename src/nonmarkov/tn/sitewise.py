@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as default_np
 
+from ..backends import numerical_backend
 from . import compiled
 from .compiled import bond_bucket, compile_kernel, device_kept_rank
 
@@ -173,8 +174,8 @@ def prepare_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
     """Compile site kernel ``name`` for abstract ``args``; return its abstract results."""
     import jax
 
-    if _stopping.is_set():
-        raise RuntimeError("the program is ending: no more compilations ahead")
+    if _stopping.is_set() or _pausing.is_set():
+        raise RuntimeError("compilations ahead stopped (program end or JAX reconfigured)")
     _executable(name, static, args)
     return jax.eval_shape(_kernel(name, **static), *args)
 
@@ -182,6 +183,7 @@ def prepare_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
 _ahead_jobs: queue.SimpleQueue = queue.SimpleQueue()
 _ahead_worker: list[threading.Thread] = []
 _stopping = threading.Event()
+_pausing = threading.Event()
 
 
 def compile_ahead(job: Callable[[], None]) -> Future:
@@ -202,7 +204,22 @@ def compile_ahead(job: Callable[[], None]) -> Future:
             worker.start()
             _ahead_worker.append(worker)
             atexit.register(_stop_ahead)
+            numerical_backend.before_jax_change(pause_ahead)
     return future
+
+
+def pause_ahead() -> None:
+    """Drop the queued compilations ahead and wait for the one in progress (called
+    before JAX's configuration changes; later jobs run normally)."""
+    if not _ahead_worker or threading.current_thread() is _ahead_worker[0]:
+        return
+    _pausing.set()
+    try:
+        idle: Future = Future()
+        _ahead_jobs.put((lambda: None, idle))
+        idle.result()
+    finally:
+        _pausing.clear()
 
 
 def _stop_ahead() -> None:
