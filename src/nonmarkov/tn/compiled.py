@@ -207,7 +207,7 @@ def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
     then rotated once more by the eigenvectors of their own Gram matrix (the
     others held apart on its diagonal), whose scale is f^2 s_0^2. Both levels
     together resolve singular values to ~eps^(3/4) s_0 (measured in double
-    precision: ~5e-13 s_0; the truncated product equals the SVD's to ~1e-16
+    precision: ~7e-13 s_0; the truncated product equals the SVD's to ~1e-16
     at epsrel 1e-7 and 1e-10, same ranks). Meant for GPUs, where QR and
     eigensolvers are many times faster than an SVD; on a CPU LAPACK's SVD is
     faster.
