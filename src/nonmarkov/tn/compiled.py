@@ -168,8 +168,8 @@ def _svd_algorithm(name: str, platform: str) -> Any:
     if name == "default":
         return None
     if name in ("jacobi", "polar", "eigh") and platform == "cpu":
-        # eigh: slower than LAPACK's SVD on a CPU, and whole JAX test runs with it there
-        # ended in crashes inside XLA's CPU compiler (see docs/backends.md)
+        # eigh: slower than LAPACK's SVD on a CPU, and its kernels leave ~4x more
+        # memory mappings per compilation there (see _compiler_options)
         raise ValueError(f"NONMARKOV_JAX_SVD={name!r} is for GPUs/TPUs, not the CPU; "
                          "use 'default', 'qr' or 'divide_and_conquer' there")
     if name == "eigh":
@@ -383,11 +383,21 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     unoptimised loops (the small complex matmuls, transposes and masks
     between the LAPACK calls) make a step ~1.5x slower; level 1 without the
     fusion emitters compiles in ~1.3 s and runs as fast as the default.
+
+    The code is generated as one module (``xla_cpu_parallel_codegen_split_count``
+    1): every compilation leaves memory mappings in the process that are not
+    returned when the kernel is freed (measured: ~12 per small kernel with the
+    default split, 6 with one module), and a process dies (segmentation fault
+    in the compiler) once it reaches the system's limit (``vm.max_map_count``,
+    65530 as a rule), after a few thousand kernels; site by site, a long run
+    compiles hundreds. Compile times on B2 with and without: 2.8 / 2.3 s and
+    1.9 / 2.3 s (two runs each, a busy 2-core machine): no clear cost.
     """
     jax, _, _ = _jax()
     if jax.default_backend() == "cpu":
         return {"xla_backend_optimization_level": optimization_level,
-                "xla_cpu_use_fusion_emitters": False}
+                "xla_cpu_use_fusion_emitters": False,
+                "xla_cpu_parallel_codegen_split_count": 1}
     return {}
 
 
