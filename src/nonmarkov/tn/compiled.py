@@ -221,10 +221,11 @@ def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
     q, r = _padded_qr(matrix.conj().T)
     base = r.conj().T
     _, w = jnp.linalg.eigh(r @ base)
-    s = jnp.linalg.norm(base @ w, axis=0)
+    first = base @ w
+    s = jnp.linalg.norm(first, axis=0)
     floor = default_np.finfo(s.dtype).eps ** 0.25 * jnp.max(s)
     small = s < floor
-    part = (base @ w) * small.astype(base.dtype)[None, :]
+    part = first * small.astype(base.dtype)[None, :]
     # the other columns sit on the diagonal at distinct values above the small ones,
     # so that the eigensolver keeps them apart and in place
     apart = 2.0 * floor**2 * (1.0 + jnp.arange(rows) / rows)

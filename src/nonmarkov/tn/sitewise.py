@@ -576,14 +576,10 @@ class SitewiseWindow:
         and the kept ranks of every bond per step.
         """
         start = (self._front, self._sites, self._log_scale)
-        profile, plan = self.profile, self._plan
-        ahead = True
+        profile, length = self.profile, self.count + len(propagators) + 1
+        plan = plan_buckets(profile, length, margin, self._plan)
+        self.ahead = self._compile_ahead(start, propagators, lags, plan, profile, margin)
         while True:
-            plan = plan_buckets(profile, self.count + len(propagators) + 1, margin, plan)
-            if ahead:
-                self.ahead = self._compile_ahead(start, propagators, lags, plan, profile,
-                                                 margin)
-                ahead = False
             front, sites, log_scale = start
             outputs, ranks = [], []
             for between, second in propagators:
@@ -602,6 +598,7 @@ class SitewiseWindow:
             # a kept rank outgrew its bucket: run the chunk again with the larger ranks
             self.redos += 1
             profile = wanted
+            plan = plan_buckets(profile, length, margin, plan)
         self._front, self._sites, self._log_scale = front, sites, log_scale
         self._plan = plan
         right_end = finals[-1] if outputs[-1][1] is not None and self._oldest == "finalize" \
