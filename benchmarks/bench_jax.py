@@ -148,22 +148,6 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
     return record
 
 
-def fastest_svd(paths: list[str]) -> str:
-    """NONMARKOV_JAX_SVD of the fastest cold JAX run (time minus compilation) in the files."""
-    best, seconds = "default", math.inf
-    for path in paths:
-        try:
-            with open(path) as handle:
-                records = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        for record in records.values():
-            run = record.get("jax_cold")
-            if run and run["tempo_s"] - run["compile_s"] < seconds:
-                best, seconds = run["svd"], run["tempo_s"] - run["compile_s"]
-    return best
-
-
 def precision_check() -> list[str]:
     """Max |rho_single - rho_double| (and the error against the exact IB solution)."""
     import nonmarkov as nm
@@ -289,15 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write all records to this JSON file")
     parser.add_argument("--precision-check", action="store_true",
                         help="compare single with double precision instead (see above)")
-    parser.add_argument("--fastest", nargs="+", default=None, metavar="JSON",
-                        help="print the NONMARKOV_JAX_SVD value of the fastest JAX run "
-                             "(time without compilation) among these --json files")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    if args.fastest:
-        print(fastest_svd(args.fastest))
-        return 0
 
     if args.precision_check:
         print("\n".join(precision_check()))

@@ -4,27 +4,31 @@
 #   bash benchmarks/gpu_check.sh [--quick | --full]
 #
 # Sections, in this order, each under its own time limit and all under one
-# budget (GPU_CHECK_BUDGET seconds, default 560; a section that would not fit
+# budget (GPU_CHECK_BUDGET seconds, default 570; a section that would not fit
 # is cut at the budget and says so; the most telling come first):
 #   1. device and library versions;
 #   2. the factorisations of a window step at bond 512, NumPy (CPU) against
 #      every JAX SVD algorithm on the device and the QR + eigensolver route of
 #      NONMARKOV_JAX_SVD=eigh (bench_linalg.py);
-#   3. B3 (the PT at epsrel 1e-7) up to t = 4: NumPy with all CPU cores against
-#      JAX (cold: with compilation); NumPy to t = 5 took over 220 s on 16 cores;
-#   4. (GPU only) B3 up to t = 4 on JAX with NONMARKOV_JAX_SVD=eigh, then with
-#      the faster of eigh and the default and NONMARKOV_JAX_SITEWISE=on
-#      (site-by-site steps from bond 64, which compile many small kernels; off
-#      on GPUs by default until measured);
-#   5. B1 and B2, NumPy (CPU, 1 BLAS thread) against JAX (cold and warm);
-#   6. the backend-agreement tests with --backend jax;
-#   7. (GPU only) the factorisations in complex64 at small bonds (is a cuSOLVER
-#      complex64 routine behind single precision's 1.7e-3 on the H200?) and the
-#      single-precision test again; B3 up to t = 4 with NONMARKOV_JAX_SVD=polar
-#      (ran out of memory before); XLA's memory for the B3 step at a few
-#      buckets with the default, polar and eigh SVD;
-#   8. --full: B3 up to t = 10 on JAX alone (NumPy would take hours), with the
-#      SVD algorithm that was fastest in 3-7, printing every chunk of steps.
+#   3. B3 steps at large bond (bench_pt_steps.py): JAX runs B3 (the PT at
+#      epsrel 1e-7) to t = 4.5 (bond ~250), then two steps are timed on JAX
+#      and on NumPy with all CPU cores from the same window, with a check
+#      that both did the same steps: the steps where a whole B3 spends its
+#      time (NumPy would take hours for all of it). On a GPU three JAX runs:
+#      default SVD, NONMARKOV_JAX_SVD=eigh, and eigh site by site
+#      (NONMARKOV_JAX_SITEWISE=on: per-site buckets that follow the bond
+#      profile, many small kernels; off on GPUs by default until measured);
+#   4. B3 up to t = 4 end to end: NumPy with all CPU cores against JAX (cold:
+#      with compilation) with the settings that were fastest in 3;
+#   5. the backend-agreement tests with --backend jax;
+#   6. B1 and B2, NumPy (CPU, 1 BLAS thread) against JAX (cold and warm);
+#   7. (GPU only) the factorisations in complex64 at small bonds (is a
+#      cuSOLVER complex64 routine behind single precision's 1.7e-3 on the
+#      H200?) and the single-precision test again; B3 up to t = 4 with
+#      NONMARKOV_JAX_SVD=polar (ran out of memory before); XLA's memory for
+#      the B3 step at a few buckets with the default, polar and eigh SVD;
+#   8. --full: B3 up to t = 10 on JAX alone, with the settings that were
+#      fastest in 3, printing every chunk of steps.
 # Needs no network and no installed package: without an installed nonmarkov it
 # runs from src/. Without a CUDA device JAX runs on the CPU (and says so).
 # GPU_CHECK_OUT=DIR keeps every log and JSON file there.
@@ -45,7 +49,7 @@ fi
 out=${GPU_CHECK_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false NONMARKOV_PROGRESS=silent PYTHONUNBUFFERED=1
-budget=${GPU_CHECK_BUDGET:-560}
+budget=${GPU_CHECK_BUDGET:-570}
 start=$SECONDS
 
 # run_section NAME LIMIT COMMAND...: run with min(LIMIT, budget left) seconds, log to $out
@@ -83,53 +87,50 @@ echo "CPU cores: $(nproc)"
 
 run_section linalg 45 "$PYTHON" benchmarks/bench_linalg.py --bonds 512 --repeat 2
 
+settings=()  # environment assignments of the JAX runs of bench_jax.py
 bench() {  # bench NAME LIMIT ARGS...: bench_jax.py with its JSON in $out/NAME.json
     local name=$1 limit=$2
     shift 2
-    run_section "$name" "$limit" "$PYTHON" benchmarks/bench_jax.py --jax-platform "$platform" \
-        --json "$out/$name.json" "$@"
+    run_section "$name" "$limit" env "${settings[@]}" "$PYTHON" benchmarks/bench_jax.py \
+        --jax-platform "$platform" --json "$out/$name.json" "$@"
 }
-fastest() {  # the NONMARKOV_JAX_SVD value of the fastest B3 run so far
-    "$PYTHON" benchmarks/bench_jax.py --fastest "$out"/b3_t4.json "$out"/svd_*.json
-}
-cache="$out/jax_cache"  # shared by the GPU-only B3 runs: their kernels compile once
+runs=(default)
+[ "$platform" = cuda ] && runs=(default svd=eigh svd=eigh,sitewise=on)
+run_section b3_steps 240 "$PYTHON" benchmarks/bench_pt_steps.py --jax-platform "$platform" \
+    --at 4.5 --steps 2 --jax-runs "${runs[@]}" --numpy-blas-threads 0 \
+    --json "$out/b3_steps.json"
+read -r -a best <<< "$("$PYTHON" benchmarks/bench_pt_steps.py --fastest "$out/b3_steps.json")"
+echo "fastest JAX settings on the B3 steps (without compilation): ${best[*]:-default}"
+settings=("${best[@]}")
 bench b3_t4 150 --problems B3 --end-time B3=4 --numpy-blas-threads 0 --no-warm
-if [ "$platform" = cuda ]; then
-    NONMARKOV_JAX_SVD=eigh bench svd_eigh 60 --problems B3 --end-time B3=4 --backends jax \
-        --no-warm --jax-cache "$cache"
-    best_svd=$(fastest)
-    NONMARKOV_JAX_SVD=$best_svd NONMARKOV_JAX_SITEWISE=on bench sitewise_on 90 \
-        --problems B3 --end-time B3=4 --backends jax --no-warm --trace-chunks
-fi
-bench small 80 --problems B1 B2
 
 run_section tests 100 "$PYTHON" -m pytest -q -p no:cacheprovider --backend jax \
     tests/test_compiled.py tests/test_tempo.py \
     -k "compiled or agree or padding or transfers or single or kept_rank or independent_boson"
 test_summary=$(tail -n 1 "$out/tests.log" 2>/dev/null || echo "not run")
+bench small 80 --problems B1 B2
 
 if [ "$platform" = cuda ]; then
     run_section linalg_single 40 "$PYTHON" benchmarks/bench_linalg.py --bonds 16 64 \
         --repeat 1 --precision single
     run_section single 40 "$PYTHON" -m pytest -q -p no:cacheprovider --backend jax \
         tests/test_compiled.py -k "single_precision_is_complex64"
-    NONMARKOV_JAX_SVD=polar bench svd_polar 60 --problems B3 --end-time B3=4 --backends jax \
-        --no-warm --jax-cache "$cache"
+    settings=(NONMARKOV_JAX_SVD=polar)
+    bench svd_polar 60 --problems B3 --end-time B3=4 --backends jax --no-warm
+    settings=("${best[@]}")
     run_section step_memory 45 "$PYTHON" benchmarks/bench_linalg.py --step-memory \
         --bonds 56 112 224
 fi
-best_svd=$(fastest)
-echo "fastest SVD algorithm on B3 (t <= 4, without compilation): $best_svd"
 
 if [ "$mode" = full ]; then
-    NONMARKOV_JAX_SVD=$best_svd bench b3_full 600 --problems B3 --backends jax --no-warm \
-        --trace-chunks --jax-cache "$cache"
+    bench b3_full 600 --problems B3 --backends jax --no-warm --trace-chunks
 fi
 
 echo
 echo "== summary ($mode, JAX on $platform, $((SECONDS - start)) s)"
 echo "tests: $test_summary"
-for name in small b3_t4 svd_eigh svd_polar sitewise_on b3_full; do
+[ -f "$out/b3_steps.log" ] && { echo "-- b3_steps"; sed -n '/^B3, /,$p' "$out/b3_steps.log"; }
+for name in b3_t4 small svd_polar b3_full; do
     [ -f "$out/$name.log" ] || continue
     echo "-- $name"
     sed -n '/^problem/,$p' "$out/$name.log"

@@ -1,0 +1,321 @@
+"""PT-TEMPO steps at large bond dimension: NumPy (CPU) against JAX from one window.
+
+A whole B3 (the PT at epsrel 1e-7, t in [0, 10], bond dimension rising to
+several hundred) takes hours on NumPy, so a side-by-side run can only cover
+its start, where the bonds are small and compilation dominates. This script
+measures the steps where B3 spends its time instead:
+
+1. a JAX process (device from ``--jax-platform``) runs the PT-TEMPO of the
+   problem up to the checkpoint ``--at T`` (time to get there and bond
+   dimension reported), saves the window and times ``--steps K`` more
+   steps one by one (compilation of new buckets reported separately);
+2. a NumPy process (``--numpy-blas-threads``, default all cores) loads the
+   same window and times the same K steps with the NumPy kernels;
+3. the table gives the seconds per step, the ratio and the check that both
+   did the same steps: the kept ranks of every step and the whole chain
+   after them (window and every finalised site) contracted with fixed random
+   class vectors on every point but the newest, as a unit vector over its
+   classes (gauge invariant, so runs with different SVDs compare too).
+
+    python benchmarks/bench_pt_steps.py [--problem B3] [--at 4] [--steps 2]
+        [--jax-platform cpu|cuda] [--jax-runs default svd=eigh svd=eigh,sitewise=on]
+        [--numpy-blas-threads N] [--json out.json] [--fastest out.json]
+
+Each ``--jax-runs`` item is one JAX process with these settings on top of
+the environment (``svd=`` sets NONMARKOV_JAX_SVD, ``sitewise=``
+NONMARKOV_JAX_SITEWISE; ``default`` changes nothing); each reaches the
+checkpoint itself, and NumPy starts from the first one's window.
+``--fastest out.json`` prints the settings of the run with the least step
+time without compilation as environment assignments (for ``env``).
+
+Problems and models are those of ``bench_jax.py`` (PT problems only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+import bench_jax
+from nonmarkov.config import VALID_JAX_SITEWISE, VALID_JAX_SVD
+
+PT_PROBLEMS = [name for name, spec in bench_jax.PROBLEMS.items() if spec.get("kind") == "pt"]
+SEED = 20261130
+
+
+def _pt_tempo(problem: str, at: float, steps: int):
+    """(nonmarkov, PtTempo of the problem long enough for ``steps`` steps after ``at``,
+    its parameters)."""
+    spec = bench_jax.PROBLEMS[problem]
+    nm, _, bath, _ = bench_jax._model(spec["spin"])
+    parameters = nm.TempoParameters(dt=spec.get("dt", bench_jax.DT),
+                                    tcut=spec.get("tcut", bench_jax.TCUT), epsrel=spec["epsrel"])
+    end_time = (round(at / parameters.dt) + steps + 1) * parameters.dt
+    return nm, nm.PtTempo(bath, 0.0, end_time, parameters), parameters
+
+
+def chain_state(window: list[np.ndarray], finalised: list[np.ndarray]) -> np.ndarray:
+    """The whole chain, the window (newest first) then every finalised site (newest
+    first), contracted with fixed random class vectors on every point but the newest:
+    a unit vector over the newest point's classes (all bonds contracted, so it does
+    not depend on the gauge of the run)."""
+    sites = list(window) + list(reversed(finalised))
+    rng = np.random.default_rng(SEED)
+    matrix = sites[0][0]  # (m, k): the front's class index stays open
+    for site in sites[1:]:
+        weights = rng.standard_normal(site.shape[1]) + 1j * rng.standard_normal(site.shape[1])
+        matrix = np.einsum("al,lpr,p->ar", matrix, site, weights)
+        matrix /= np.linalg.norm(matrix)
+    return matrix[:, 0]
+
+
+def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
+    """Run to the checkpoint on JAX, save the window, time ``steps`` more steps."""
+    import jax
+
+    from nonmarkov.pt_tempo import compiled_pt_window
+
+    compile_seconds = [0.0]
+
+    def listener(event: str, duration: float, **_: object) -> None:
+        if event in bench_jax.COMPILE_EVENTS and \
+                threading.current_thread() is threading.main_thread():
+            compile_seconds[0] += duration
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    # site by site, kernels may be compiled in a background thread: count the time the
+    # steps wait for a kernel as compilation too
+    from nonmarkov.tn import sitewise
+
+    lookup = sitewise._executable
+
+    def timed_lookup(*lookup_args: object) -> object:
+        counted, begin = compile_seconds[0], time.perf_counter()
+        try:
+            return lookup(*lookup_args)
+        finally:  # the wait, less what the listener counted (compiled in this thread)
+            if threading.current_thread() is threading.main_thread():
+                compile_seconds[0] = counted + time.perf_counter() - begin
+
+    sitewise._executable = timed_lookup
+    nm, pt_tempo, parameters = _pt_tempo(problem, at, steps)
+    influence = pt_tempo._influence
+    m = influence.num_classes
+    between, identity = np.ones((m, m)), np.eye(m)
+    checkpoint = int(round(at / parameters.dt))
+    start = time.perf_counter()
+    engine = compiled_pt_window(influence, parameters.epsrel, parameters.dkmax)
+    done, ranks = engine.advance_finalize(checkpoint - 1, between, identity)
+    before = [site for site, _ in done if site is not None]
+    record = {"device": nm.backends.info()["default_device"],
+              "checkpoint_step": checkpoint, "to_checkpoint_s": time.perf_counter() - start,
+              "to_checkpoint_compile_s": compile_seconds[0], "bond": max(ranks)}
+    window, _ = engine.host_window()
+    np.savez(window_path, *window, *before, sizes=np.array([len(window), len(before)]))
+    finalised, step_s, step_compile_s, step_ranks = [], [], [], []
+    for _ in range(steps):
+        compile_before, begin = compile_seconds[0], time.perf_counter()
+        done, ranks = engine.advance_finalize(1, between, identity)
+        step_s.append(time.perf_counter() - begin)
+        step_compile_s.append(compile_seconds[0] - compile_before)
+        step_ranks.append(list(engine._bond_ranks) + [engine._final_bond])
+        finalised.append(done[0][0])
+    after, _ = engine.host_window()
+    state = chain_state(after, before + finalised)
+    record.update(step_s=step_s, step_compile_s=step_compile_s, ranks=step_ranks,
+                  sitewise=engine.sitewise, state_re=state.real.tolist(),
+                  state_im=state.imag.tolist())
+    return record
+
+
+def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
+    """Load the window and time ``steps`` steps with the NumPy kernels."""
+    from nonmarkov._threads import hot_loop_threads
+    from nonmarkov.tn.window import advance_window, normalise
+
+    _, pt_tempo, parameters = _pt_tempo(problem, at, steps)
+    influence = pt_tempo._influence
+    m = influence.num_classes
+    with np.load(window_path) as data:
+        count, before = data["sizes"]
+        window = [data[f"arr_{k}"] for k in range(count)]
+        finalised = [data[f"arr_{k}"] for k in range(count, count + before)]
+    own = influence.own_factor()
+    lags = [influence.lag_matrix_rows(k + 1) for k in range(len(window))]
+    step_s, step_ranks = [], []
+    with hot_loop_threads():
+        for _ in range(steps):
+            begin = time.perf_counter()
+            theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
+            window, done = advance_window(window, theta, np.arange(m), lags, own,
+                                          parameters.epsrel, "finalize",
+                                          carrier_rows=np.asarray(influence.carrier_rows))
+            window[0], _ = normalise(window[0])
+            step_s.append(time.perf_counter() - begin)
+            step_ranks.append([site.shape[2] for site in window])
+            finalised.append(done)
+    state = chain_state(window, finalised)
+    return {"step_s": step_s, "ranks": step_ranks, "state_re": state.real.tolist(),
+            "state_im": state.imag.tolist()}
+
+
+#: ``--jax-runs`` keys and the environment variables they set
+RUN_SETTINGS = {"svd": ("NONMARKOV_JAX_SVD", VALID_JAX_SVD),
+                "sitewise": ("NONMARKOV_JAX_SITEWISE", VALID_JAX_SITEWISE)}
+
+
+def run_environment(label: str) -> dict[str, str]:
+    """Environment variables of one ``--jax-runs`` item ("default" or "key=value,...")."""
+    if label == "default":
+        return {}
+    settings = {}
+    for item in label.split(","):
+        key, _, value = item.partition("=")
+        if key not in RUN_SETTINGS:
+            raise argparse.ArgumentTypeError(
+                f"unknown setting {key!r} in {label!r}; valid: {sorted(RUN_SETTINGS)}")
+        variable, valid = RUN_SETTINGS[key]
+        if value not in valid:
+            raise argparse.ArgumentTypeError(
+                f"{key}={value!r} in {label!r}: valid values are {list(valid)}")
+        settings[variable] = value
+    return settings
+
+
+def _run_label(label: str) -> str:
+    run_environment(label)  # validates
+    return label
+
+
+def fastest_run(path: str) -> str:
+    """Environment assignments of the JAX run in a ``--json`` file with the least step
+    time without compilation (empty if the file is missing or unreadable)."""
+    try:
+        with open(path) as handle:
+            runs = json.load(handle)["jax"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    best = min(runs, key=lambda label: sum(runs[label]["step_s"])
+               - sum(runs[label]["step_compile_s"]))
+    return " ".join(f"{key}={value}" for key, value in run_environment(best).items())
+
+
+def _worker(kind: str, args: argparse.Namespace, env: dict, window_path: str) -> dict:
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "out.json")
+        command = [sys.executable, os.path.abspath(__file__), "--worker", kind,
+                   "--problem", args.problem, "--at", repr(args.at), "--steps", str(args.steps),
+                   "--window", window_path, "--json", path]
+        subprocess.run(command, check=True, env=env)
+        with open(path) as handle:
+            return json.load(handle)
+
+
+def _state(record: dict) -> np.ndarray:
+    return np.array(record["state_re"]) + 1j * np.array(record["state_im"])
+
+
+def _report(label: str, record: dict, numpy_record: dict) -> bool:
+    """Print one JAX run against NumPy (and add the checks to ``record``); whether it
+    agrees (same kept ranks, chain states within 1e-8)."""
+    record["same_ranks"] = record["ranks"] == numpy_record["ranks"]
+    record["state_difference"] = float(np.linalg.norm(_state(record) - _state(numpy_record)))
+    print(f"JAX run {label!r} (site by site: {record['sitewise']}): reached step "
+          f"{record['checkpoint_step']} (bond {record['bond']}) in "
+          f"{record['to_checkpoint_s']:.2f} s (compile {record['to_checkpoint_compile_s']:.2f} s)")
+    print(f"  {'step':>4} {'bond':>5} {'numpy s':>8} {'jax s':>8} {'compile s':>9} "
+          f"{'numpy/jax':>9} {'without compile':>15}")
+    for k, (numpy_s, jax_s, compile_s) in enumerate(zip(
+            numpy_record["step_s"], record["step_s"], record["step_compile_s"])):
+        print(f"  {record['checkpoint_step'] + k + 1:4d} {max(record['ranks'][k]):5d} "
+              f"{numpy_s:8.2f} {jax_s:8.2f} {compile_s:9.2f} {numpy_s / jax_s:9.2f} "
+              f"{numpy_s / max(jax_s - compile_s, 1e-9):15.2f}")
+    print(f"  same kept ranks as NumPy: {'yes' if record['same_ranks'] else 'NO'}; "
+          f"chain state after the steps: |difference| {record['state_difference']:.1e}",
+          flush=True)
+    return record["same_ranks"] and record["state_difference"] < 1e-8
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", default="B3", choices=PT_PROBLEMS)
+    parser.add_argument("--at", type=float, default=4.0,
+                        help="checkpoint time (the steps start there; default 4)")
+    parser.add_argument("--steps", type=int, default=2, help="steps timed (default 2)")
+    parser.add_argument("--jax-platform", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--jax-runs", nargs="+", default=["default"], type=_run_label,
+                        help="JAX processes to run, each 'default' or settings such as "
+                             "'svd=eigh,sitewise=on' (see above; default: one, 'default')")
+    parser.add_argument("--numpy-blas-threads", type=int, default=0,
+                        help="NONMARKOV_BLAS_THREADS of the NumPy process (0: all cores)")
+    parser.add_argument("--json", default=None, help="write the records to this JSON file")
+    parser.add_argument("--fastest", default=None, metavar="JSON",
+                        help="print the settings of the fastest JAX run (step time without "
+                             "compilation) in this --json file as environment assignments")
+    parser.add_argument("--worker", default=None, choices=["jax", "numpy"],
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--window", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.fastest:
+        print(fastest_run(args.fastest))
+        return 0
+    spec = bench_jax.PROBLEMS[args.problem]
+    dt = spec.get("dt", bench_jax.DT)
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1; got {args.steps}")
+    tcut = spec.get("tcut", bench_jax.TCUT)
+    if round(args.at / dt) < round(tcut / dt):
+        parser.error(f"--at must be at least the memory time tcut = {tcut} of {args.problem} "
+                     f"(the window is full from there on); got {args.at}")
+
+    if args.worker:
+        run = run_jax if args.worker == "jax" else run_numpy
+        record = run(args.problem, args.at, args.steps, args.window)
+        with open(args.json, "w") as handle:
+            json.dump(record, handle)
+        return 0
+
+    base = {key: value for key, value in os.environ.items() if key != "JAX_PLATFORMS"}
+    base.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    base["NONMARKOV_PROGRESS"] = "silent"
+    jax_records: dict[str, dict] = {}
+    numpy_record: dict = {}
+    passed = True
+    with tempfile.TemporaryDirectory() as directory:
+        # one run after the other, each printed when done (a time limit keeps the first)
+        for label in args.jax_runs:
+            window = os.path.join(directory, f"window_{len(jax_records)}.npz")
+            try:
+                record = _worker("jax", args, {
+                    **base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform,
+                    **run_environment(label)}, window)
+            except subprocess.CalledProcessError as error:  # e.g. out of device memory
+                print(f"JAX run {label!r} failed (exit status {error.returncode})", flush=True)
+                passed = False
+                continue
+            jax_records[label] = record
+            if not numpy_record:  # NumPy starts from the first run's window
+                numpy_record.update(_worker("numpy", args, {
+                    **base, "NONMARKOV_BACKEND": "numpy",
+                    "NONMARKOV_BLAS_THREADS": str(args.numpy_blas_threads)}, window))
+                print(f"{args.problem}, {args.steps} steps from step {round(args.at / dt)}; "
+                      f"NumPy with {args.numpy_blas_threads or 'all'} BLAS threads, JAX on "
+                      f"{record['device']}")
+            passed = _report(label, record, numpy_record) and passed
+            if args.json:
+                with open(args.json, "w") as handle:
+                    json.dump({"problem": args.problem, "at": args.at, "jax": jax_records,
+                               "numpy": numpy_record}, handle)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
