@@ -96,13 +96,13 @@ bench() {  # bench NAME LIMIT ARGS...: bench_jax.py with its JSON in $out/NAME.j
 }
 runs=(default)
 [ "$platform" = cuda ] && runs=(default svd=eigh svd=eigh,sitewise=on)
-run_section b3_steps 240 "$PYTHON" benchmarks/bench_pt_steps.py --jax-platform "$platform" \
+run_section b3_steps 250 "$PYTHON" benchmarks/bench_pt_steps.py --jax-platform "$platform" \
     --at 4.5 --steps 2 --jax-runs "${runs[@]}" --numpy-blas-threads 0 \
     --json "$out/b3_steps.json"
 read -r -a best <<< "$("$PYTHON" benchmarks/bench_pt_steps.py --fastest "$out/b3_steps.json")"
 echo "fastest JAX settings on the B3 steps (without compilation): ${best[*]:-default}"
 settings=("${best[@]}")
-bench b3_t4 150 --problems B3 --end-time B3=4 --numpy-blas-threads 0 --no-warm
+bench b3_t4 130 --problems B3 --end-time B3=4 --numpy-blas-threads 0 --no-warm
 
 run_section tests 100 "$PYTHON" -m pytest -q -p no:cacheprovider --backend jax \
     tests/test_compiled.py tests/test_tempo.py \
