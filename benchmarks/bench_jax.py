@@ -12,6 +12,10 @@ T=0); TEMPO with dt=0.1, tcut=3 (dkmax=30), unique=True, t in [0, 10].
   shorten it with ``--end-time B3=T``.
 - B3T: TEMPO (not PT) of B1 at epsrel=1e-7 (bond dimension ~50).
 - S1: spin 1, H_S = S_x, coupling S_z, initial state m=+1, epsrel=1e-4.
+- B3S1: B3 for that spin-1 system: the PT of the same bath with the spin-1
+  coupling S_z at epsrel=1e-7 (dt=0.1, tcut=3, t in [0, 10]), then
+  ``compute_dynamics`` with S1's system (larger still than B3: five values
+  of s+ - s- per point instead of three).
 - B2: PT-TEMPO of the B1 bath and coupling (dt=1/16, tcut=4 so dkmax=64,
   epsrel=2**-14, 128 steps, t in [0, 8]), then ``compute_dynamics`` with
   H_S = 0.5 sigma_x from spin up.
@@ -61,6 +65,7 @@ PROBLEMS = {
     "B3": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0, "kind": "pt"},
     "B3T": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
     "S1": {"spin": "1", "epsrel": 1e-4, "end_time": 10.0},
+    "B3S1": {"spin": "1", "epsrel": 1e-7, "end_time": 10.0, "kind": "pt"},
     "B2": {"spin": "1/2", "epsrel": 2.0**-14, "end_time": 8.0, "kind": "pt",
            "dt": 1.0 / 16.0, "tcut": 4.0},
 }
