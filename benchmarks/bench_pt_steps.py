@@ -139,26 +139,23 @@ def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
 def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
     """Load the window and time ``steps`` steps with the NumPy kernels."""
     from nonmarkov._threads import hot_loop_threads
-    from nonmarkov.tn.window import advance_window, normalise
+    from nonmarkov.pt_tempo import pt_window_step
 
     _, pt_tempo, parameters = _pt_tempo(problem, at, steps)
     influence = pt_tempo._influence
-    m = influence.num_classes
     with np.load(window_path) as data:
         count, before = data["sizes"]
         window = [data[f"arr_{k}"] for k in range(count)]
         finalised = [data[f"arr_{k}"] for k in range(count, count + before)]
     own = influence.own_factor()
+    carrier_rows = np.asarray(influence.carrier_rows)
     lags = [influence.lag_matrix_rows(k + 1) for k in range(len(window))]
     step_s, step_ranks = [], []
     with hot_loop_threads():
         for _ in range(steps):
             begin = time.perf_counter()
-            theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
-            window, done = advance_window(window, theta, np.arange(m), lags, own,
-                                          parameters.epsrel, "finalize",
-                                          carrier_rows=np.asarray(influence.carrier_rows))
-            window[0], _ = normalise(window[0])
+            window, done, _ = pt_window_step(window, lags, own, carrier_rows,
+                                             parameters.epsrel, "finalize")
             step_s.append(time.perf_counter() - begin)
             step_ranks.append([site.shape[2] for site in window])
             finalised.append(done)

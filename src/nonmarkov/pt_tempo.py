@@ -143,7 +143,6 @@ class PtTempo:
         dkmax = self._parameters.dkmax
         epsrel = self._parameters.epsrel
         own = to_backend(influence.own_factor())
-        class_index = np.arange(m)
         carrier_rows = np.asarray(influence.carrier_rows)
         lags: list[Any] = []
         window: list[Any] = []
@@ -152,18 +151,16 @@ class PtTempo:
             for step in range(self._num_steps):
                 if step == 0:
                     window = [own.reshape(1, m, 1)]
+                    window[0], log_norm = normalise(window[0])
                 else:
                     n = len(window)
                     while len(lags) < n:
                         lags.append(to_backend(influence.lag_matrix_rows(len(lags) + 1)))
                     oldest = "finalize" if dkmax is not None and n >= dkmax else "keep"
-                    theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
-                    window, done = advance_window(
-                        window, theta, class_index, lags, own, epsrel, oldest,
-                        carrier_rows=carrier_rows)
+                    window, done, log_norm = pt_window_step(window, lags, own, carrier_rows,
+                                                            epsrel, oldest)
                     if done is not None:
                         sink.add(done, log_scale, step)
-                window[0], log_norm = normalise(window[0])
                 log_scale += log_norm
                 bond = max([site.shape[2] for site in window] + [1])
                 self._max_bond_dimension = max(self._max_bond_dimension, bond)
@@ -210,6 +207,24 @@ class PtTempo:
         if self._process_tensor is None:
             self.compute(progress_type=progress_type)
         return self._process_tensor
+
+
+def pt_window_step(window: list[Any], lags: list[Any], own: Any, carrier_rows: Any,
+                   epsrel: float, oldest: str) -> tuple[list[Any], Any, float]:
+    """One PT-TEMPO step of the window on the active backend (no system: the new
+    point couples to the front through all classes).
+
+    window: front (1, m, k) then sites (k, m, k'); lags[j] (r, m) the lag rows of
+    window position j; own (m,) the new point's own factor; carrier_rows (m,).
+    Returns the new window with its front normalised, the finalised site (k, m,
+    k') or None, and the log of the front's norm.
+    """
+    m = own.shape[0]
+    theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
+    window, done = advance_window(window, theta, np.arange(m), lags, own, epsrel, oldest,
+                                  carrier_rows=carrier_rows)
+    window[0], log_norm = normalise(window[0])
+    return window, done, log_norm
 
 
 class _StepSink:
