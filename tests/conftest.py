@@ -27,6 +27,12 @@ Fixtures
 Every test runs with the session backend: a test that switches backend or
 precision gets the session state back afterwards (autouse fixture), so one
 test cannot change what the next one runs on.
+
+On JAX, TEMPO and PT-TEMPO would run the first steps of a short test problem
+on the host with NumPy while the step kernel compiles
+(``NONMARKOV_JAX_HOST_START``, :mod:`nonmarkov.tn.host_start`); the tests
+switch that off (autouse fixture) so that the compiled kernels are what they
+check. ``tests/test_host_start.py`` tests the host start itself.
 """
 
 from __future__ import annotations
@@ -126,6 +132,15 @@ def _restore_session_backend():
     yield
     if state is not None and _nb.get_state() is not state:
         _nb.set_state(state)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _compiled_kernels_from_the_first_step():
+    """No host start on JAX: the steps run the compiled kernels (see above). Session
+    scope, so that module-scoped fixtures computed before a test see it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nm_config, "JAX_HOST_START", "off")
+        yield
 
 
 @pytest.fixture

@@ -226,8 +226,8 @@ def test_first_growth_takes_the_smallest_bucket_that_fits():
     small, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3)
     engine = tempo._engine
     engine._grown = False
-    assert engine._grown_bond(11) == 12  # first growth: no headroom
-    assert engine._grown_bond(11) == compiled.bond_bucket(
+    assert engine.grown_bond(11) == 12  # first growth: no headroom
+    assert engine.grown_bond(11) == compiled.bond_bucket(
         math.ceil(compiled.GROWTH_HEADROOM * 11)) == 14  # the bond is still rising
     # the run itself grew from 4 through the policy and kept the NumPy result
     reference, numpy_tempo = run_tempo(model, parameters, 1.2, backend="numpy")
@@ -454,7 +454,9 @@ def test_cache_environment_variable_fills_the_cache(tmp_path):
             "p = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)\n"
             "nm.Tempo(s, b, p, np.diag([1.0, 0.0]), 0.0).compute(0.6, progress_type='silent')\n"
             "print(nm.backends.compilation_cache_dir())\n")
-    env = {**os.environ, "NONMARKOV_BACKEND": "jax", "NONMARKOV_JAX_CACHE_DIR": str(cache)}
+    # host start off: this short run would end on the host before its kernel compiled
+    env = {**os.environ, "NONMARKOV_BACKEND": "jax", "NONMARKOV_JAX_CACHE_DIR": str(cache),
+           "NONMARKOV_JAX_HOST_START": "off"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, timeout=300)
     assert result.returncode == 0, result.stderr

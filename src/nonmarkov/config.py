@@ -23,6 +23,12 @@ The environment is read once, at import, and validated:
   own bucket, once the bond dimension reaches 64 (see
   :mod:`nonmarkov.tn.sitewise`). ``auto``: on CPUs (measured there), not on
   GPUs/TPUs, where many small compilations may cost more than they save.
+- ``NONMARKOV_JAX_HOST_START``: ``on`` (default) or ``off``: whether TEMPO
+  and PT-TEMPO on JAX run their first steps on the host with NumPy while XLA
+  compiles the step kernel in a background thread, and move the window to the
+  device once the kernel is ready (see :mod:`nonmarkov.tn.host_start`). The
+  results are the same to rounding (~1e-14); the number of host steps depends
+  on the compile time, so ``off`` gives runs that repeat bit for bit.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "silent")
 VALID_JAX_SVD = ("default", "qr", "divide_and_conquer", "jacobi", "polar", "eigh")
 VALID_JAX_SITEWISE = ("auto", "on", "off")
+VALID_JAX_HOST_START = ("on", "off")
 
 # Defaults of the numerical parameters, shared by all algorithms.
 DEFAULT_SUBDIV_LIMIT = 256
@@ -66,6 +73,7 @@ PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
 JAX_SITEWISE = _from_environment("NONMARKOV_JAX_SITEWISE", "auto", VALID_JAX_SITEWISE)
+JAX_HOST_START = _from_environment("NONMARKOV_JAX_HOST_START", "on", VALID_JAX_HOST_START)
 
 
 def check_cache_dir(path: object, what: str = "cache directory") -> str:

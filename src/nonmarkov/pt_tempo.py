@@ -170,6 +170,8 @@ class PtTempo:
 
     def _run_compiled(self, sink: _StepSink, progress_type: str) -> None:
         """The PT-TEMPO loop with the compiled window (:func:`compiled_pt_window`)."""
+        from .tn import host_start
+
         influence = self._influence
         m = influence.num_classes
         front, log_scale = _first_point(influence)
@@ -183,6 +185,8 @@ class PtTempo:
             self._engine = engine
             between, identity = default_np.ones((m, m)), default_np.eye(m)
             step = 1
+            if host_start.wanted(engine, self._num_steps - 1):
+                step += self._start_on_host(engine, sink, front, log_scale, progress)
             chunk = 64
             while step < self._num_steps:
                 count = min(chunk, self._num_steps - step)
@@ -196,6 +200,46 @@ class PtTempo:
                 progress.update(count)
             window, log_scale = engine.host_window()
         sink.finish(list(reversed(window)), log_scale)
+
+    def _start_on_host(self, engine: Any, sink: _StepSink, front: Any, log_scale: float,
+                       progress: Progress) -> int:
+        """Steps 1, 2, ... on the host while the step kernel compiles
+        (:mod:`nonmarkov.tn.host_start`); the window then moves to ``engine``.
+        ``front`` (m,): the first point, normalised, with log-scale ``log_scale``.
+        Returns the number of steps done."""
+        from .tn import host_start
+
+        influence = self._influence
+        dkmax = self._parameters.dkmax
+        epsrel = self._parameters.epsrel
+        own = default_np.asarray(influence.own_factor(), dtype=np.dtype_complex)
+        carrier_rows = default_np.asarray(influence.carrier_rows)
+        lags: list[Any] = []
+        state = {"window": [default_np.asarray(front, dtype=np.dtype_complex).reshape(1, -1, 1)],
+                 "log_scale": log_scale, "step": 1}
+
+        def host_step() -> list[Any]:
+            window = state["window"]
+            while len(lags) < len(window):
+                lags.append(default_np.asarray(influence.lag_matrix_rows(len(lags) + 1),
+                                               dtype=np.dtype_complex))
+            oldest = "finalize" if len(window) >= dkmax else "keep"
+            window, done, log_norm = pt_window_step(window, lags, own, carrier_rows,
+                                                    epsrel, oldest)
+            if done is not None:
+                sink.add(done, state["log_scale"], state["step"])
+            state["window"], state["log_scale"] = window, state["log_scale"] + log_norm
+            state["step"] += 1
+            bond = max(site.shape[2] for site in window)
+            self._max_bond_dimension = max(self._max_bond_dimension, bond)
+            progress.set_postfix(bond=self._max_bond_dimension)
+            progress.update()
+            return window
+
+        done, bucket = host_start.run_host_steps(engine, host_step, self._num_steps - 1)
+        if done:
+            engine.load_host_window(state["window"], state["log_scale"], bucket)
+        return done
 
     def get_process_tensor(self, progress_type: str | None = None) -> BaseProcessTensor:
         """The process tensor (computed first if needed).

@@ -210,6 +210,7 @@ class Tempo:
 
     def _compute_compiled(self, num_steps: int, progress: Progress) -> None:
         """``num_steps`` steps with the compiled window (JAX backend)."""
+        from .tn import host_start
         from .tn.compiled import CompiledWindow
 
         dt = self._parameters.dt
@@ -234,6 +235,8 @@ class Tempo:
                 np.dtype_complex, log_scale=log_scale)
             num_steps -= 1
             progress.update()
+            if host_start.wanted(self._engine, num_steps):
+                num_steps -= self._start_on_host(front, log_scale, num_steps, progress)
         engine = self._engine
         chunk = 64
         while num_steps > 0:
@@ -248,6 +251,31 @@ class Tempo:
             self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
             progress.set_postfix(bond=self._max_bond_dimension)
             progress.update(count)
+
+    def _start_on_host(self, front: Any, log_scale: float, num_steps: int,
+                       progress: Progress) -> int:
+        """Steps after the first on the host while the step kernel compiles
+        (:mod:`nonmarkov.tn.host_start`); the window then moves to the device.
+        ``front`` (x,): the first point, normalised, with log-scale ``log_scale``.
+        Returns the number of steps done."""
+        from .tn import host_start
+
+        dt = self._parameters.dt
+        self._window = [default_np.asarray(front, dtype=np.dtype_complex).reshape(1, -1, 1)]
+        self._log_scale = log_scale
+
+        def host_step() -> list[Any]:
+            state = self._advance()
+            self._dynamics.add(self._start_time + self._step * dt, state)
+            progress.set_postfix(bond=self._max_bond_dimension)
+            progress.update()
+            return self._window
+
+        done, bucket = host_start.run_host_steps(self._engine, host_step, num_steps)
+        if done:
+            self._engine.load_host_window(self._window, self._log_scale, bucket)
+        self._window = []
+        return done
 
     def _step_propagators(self, step: int) -> tuple[Any, Any]:
         """(between, second) of ``step`` >= 1 on the host; the same objects while unchanged."""

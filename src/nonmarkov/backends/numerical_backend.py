@@ -15,9 +15,11 @@ on both backends.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -124,11 +126,42 @@ def make_state(name: str, precision: str) -> _State:
 
 
 _state = make_state(config.BACKEND, config.PRECISION)
+#: Per-thread override of ``_state`` (see :func:`numpy_in_this_thread`); ``_overrides``
+#: counts the threads that have one, so that the proxies look it up only then.
+_local = threading.local()
+_overrides = [0]
+_overrides_lock = threading.Lock()
+
+
+def _active() -> _State:
+    if _overrides[0]:
+        return getattr(_local, "state", None) or _state
+    return _state
 
 
 def get_state() -> _State:
-    """Return the active backend state (name, precision, modules)."""
-    return _state
+    """Return the active backend state (name, precision, modules) of this thread."""
+    return _active()
+
+
+@contextlib.contextmanager
+def numpy_in_this_thread() -> Iterator[None]:
+    """Run the block on NumPy/SciPy (same precision) in the calling thread only.
+
+    The compiled JAX algorithms use it for the steps they run on the host while
+    XLA compiles their kernel in another thread; other threads keep the
+    active backend.
+    """
+    previous = getattr(_local, "state", None)
+    _local.state = _State("numpy", _state.precision, default_np, default_la)
+    with _overrides_lock:
+        _overrides[0] += 1
+    try:
+        yield
+    finally:
+        with _overrides_lock:
+            _overrides[0] -= 1
+        _local.state = previous
 
 
 def set_state(state: _State) -> None:
@@ -143,42 +176,42 @@ class NumPyProxy:
     """Forwards attribute access to ``numpy`` or ``jax.numpy``."""
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(_state.numpy_module, name)
+        return getattr(_active().numpy_module, name)
 
     def __dir__(self) -> list[str]:
-        return sorted(set(dir(_state.numpy_module)) | set(type(self).__dict__))
+        return sorted(set(dir(_active().numpy_module)) | set(type(self).__dict__))
 
     @property
     def backend_name(self) -> str:
         """Name of the active backend, ``'numpy'`` or ``'jax'``."""
-        return _state.name
+        return _active().name
 
     @property
     def precision(self) -> str:
         """Active precision, ``'double'`` or ``'single'``."""
-        return _state.precision
+        return _active().precision
 
     @property
     def dtype_complex(self) -> Any:
         """complex128 in double precision, complex64 in single."""
-        if _state.precision == "double":
+        if _active().precision == "double":
             return default_np.complex128
         return default_np.complex64
 
     @property
     def dtype_float(self) -> Any:
         """float64 in double precision, float32 in single."""
-        if _state.precision == "double":
+        if _active().precision == "double":
             return default_np.float64
         return default_np.float32
 
     def asarray_complex(self, values: Any) -> Any:
         """``values`` as an array of the active backend with ``dtype_complex``."""
-        return _state.numpy_module.asarray(values, dtype=self.dtype_complex)
+        return _active().numpy_module.asarray(values, dtype=self.dtype_complex)
 
     def asarray_float(self, values: Any) -> Any:
         """``values`` as an array of the active backend with ``dtype_float``."""
-        return _state.numpy_module.asarray(values, dtype=self.dtype_float)
+        return _active().numpy_module.asarray(values, dtype=self.dtype_float)
 
     def update(self, array: Any, indices: Any, values: Any) -> Any:
         """Return ``array`` with ``array[indices] = values``.
@@ -186,7 +219,7 @@ class NumPyProxy:
         In place (no copy) on NumPy, a functional ``.at[].set`` on JAX; always
         use the returned array.
         """
-        if _state.name == "numpy":
+        if _active().name == "numpy":
             array[indices] = values
             return array
         return array.at[indices].set(values)
@@ -195,7 +228,7 @@ class NumPyProxy:
         """Uniform floats in [0, 1) with ``dtype_float``, the same on every backend."""
         generator = default_np.random.default_rng(seed)
         values = generator.random(shape).astype(self.dtype_float)
-        return _state.numpy_module.asarray(values)
+        return _active().numpy_module.asarray(values)
 
     def to_host(self, array: Any) -> default_np.ndarray:
         """Copy ``array`` (any backend) into a NumPy array on the host."""
@@ -206,14 +239,14 @@ class LinalgProxy:
     """Forwards attribute access to ``scipy.linalg`` or ``jax.scipy.linalg``."""
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(_state.linalg_module, name)
+        return getattr(_active().linalg_module, name)
 
     def svd(self, matrix: Any) -> tuple[Any, Any, Any]:
         """Thin SVD ``matrix = u @ diag(s) @ vh`` with descending ``s``.
 
         Shapes: matrix (m, n) -> u (m, k), s (k,), vh (k, n), k = min(m, n).
         """
-        if _state.name == "numpy":
+        if _active().name == "numpy":
             try:
                 return default_la.svd(
                     matrix, full_matrices=False, lapack_driver="gesdd", check_finite=False
@@ -222,7 +255,7 @@ class LinalgProxy:
                 return default_la.svd(
                     matrix, full_matrices=False, lapack_driver="gesvd", check_finite=False
                 )
-        return _state.linalg_module.svd(matrix, full_matrices=False)
+        return _active().linalg_module.svd(matrix, full_matrices=False)
 
 
 np = NumPyProxy()

@@ -526,6 +526,11 @@ class CompiledWindow:
         return self._sitewise is not None
 
     @property
+    def memory(self) -> int:
+        """Points kept in the window (dkmax), 0 for no memory cut."""
+        return self._memory
+
+    @property
     def capacity(self) -> int:
         """Current site capacity L."""
         return int(self._sites.shape[0])
@@ -564,6 +569,56 @@ class CompiledWindow:
         self._front, self._sites = self._put(new_front), self._put(new_sites)
         if capacity != self._constants["lags"].shape[0]:
             self._set_lags(capacity)
+
+    def compile_step_ahead(self, bond: int) -> Any:
+        """Compile the step kernel for bucket ``bond`` (and the current capacity) in
+        the background compiler thread (:func:`nonmarkov.tn.sitewise.compile_ahead`);
+        returns its ``concurrent.futures.Future``. The steps then find it compiled."""
+        from . import sitewise  # imports this module
+
+        jax = self._jax
+        step = _compiled_step(self._memory, self._max_rank, jax.default_backend(),
+                              self._oldest, config.JAX_SVD)
+        matrix = jax.ShapeDtypeStruct((self._dim_x, self._dim_x), self._dtype)
+        args = (jax.ShapeDtypeStruct((self._dim_x, bond), self._dtype),
+                jax.ShapeDtypeStruct((self.capacity, bond, self._dim_m, bond), self._dtype),
+                self._count_device, self._log_scale, matrix, matrix, self._constants)
+
+        def job() -> None:
+            sitewise.check_ahead()
+            step.lower(*args).compile()
+
+        return sitewise.compile_ahead(job)
+
+    def load_host_window(self, window: Sequence[Any], log_scale: float,
+                         bond: int = 1) -> None:
+        """Continue from a window that was advanced on the host (see
+        :mod:`nonmarkov.tn.host_start`).
+
+        ``window``: newest first, the front (1, x, k) normalised, then the sites
+        (k, m, k') of :mod:`nonmarkov.tn.window` (at most the capacity); its
+        front's log-scale ``log_scale``. Padded to the smallest bucket that
+        holds every bond and ``bond``; moved to the device in one transfer.
+        """
+        sites = [default_np.asarray(site) for site in window]
+        count = len(sites) - 1
+        if count > self.capacity:
+            raise ValueError(f"the host window has {count} sites besides the front; "
+                             f"the device window holds {self.capacity}")
+        largest = max(site.shape[2] for site in sites)
+        size = bond_bucket(max(largest, bond), self._min_bond)
+        front = default_np.zeros((self._dim_x, size), self._dtype)
+        front[:, :sites[0].shape[2]] = sites[0][0]
+        padded = default_np.zeros((self.capacity, size, self._dim_m, size), self._dtype)
+        for j, site in enumerate(sites[1:]):
+            padded[j, :site.shape[0], :, :site.shape[2]] = site
+        self._front, self._sites = self._put(front), self._put(padded)
+        self._count = count
+        self._count_device = self._jax.device_put(default_np.asarray(count, default_np.int32))
+        self._log_scale = self._put(log_scale, self._float)
+        self._bond_ranks = [site.shape[2] for site in sites[:-1]]
+        self._final_bond = sites[-1].shape[2]
+        self.max_rank_seen = max(self.max_rank_seen, largest)
 
     def _device_propagators(self, between: Any, second: Any) -> tuple[Any, Any]:
         """Device copies of the step's propagators; moved only when they change."""
@@ -650,7 +705,7 @@ class CompiledWindow:
         trimmed = [site[:left, :, :right] for site, left, right in zip(window, lefts, bonds)]
         return trimmed, float(log_scale)
 
-    def _grown_bond(self, wanted: int) -> int:
+    def grown_bond(self, wanted: int) -> int:
         """Bucket after a bond wanted ``wanted`` > D: the smallest that holds it the first
         time, with :data:`GROWTH_HEADROOM` after that (the bond is still rising) while
         steps are cheap (below :data:`CHEAP_BOND`)."""
@@ -679,7 +734,7 @@ class CompiledWindow:
         self.max_rank_seen = max(self.max_rank_seen, largest)
         expected = self.max_rank_seen + growth
         if steady and expected > self.bond and self._sitewise is None:
-            self._resize(self._grown_bond(expected), self.capacity)
+            self._resize(self.grown_bond(expected), self.capacity)
 
     def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
         """Run a chunk of steps; returns the per-step outputs (host, stacked) and ranks."""
@@ -716,7 +771,7 @@ class CompiledWindow:
             # a bond wanted more than the bucket holds: redo the chunk with a larger one
             self.redos += 1
             self._front, self._sites, _, self._count_device, self._log_scale = start
-            self._resize(self._grown_bond(largest), self.capacity)
+            self._resize(self.grown_bond(largest), self.capacity)
             if self._sitewise_due():
                 self._switch_to_sitewise()
                 return self._run_chunk_sitewise(propagators)

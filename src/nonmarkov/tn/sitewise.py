@@ -174,8 +174,7 @@ def prepare_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
     """Compile site kernel ``name`` for abstract ``args``; return its abstract results."""
     import jax
 
-    if _stopping.is_set() or _pausing.is_set():
-        raise RuntimeError("compilations ahead stopped (program end or JAX reconfigured)")
+    check_ahead()
     _executable(name, static, args)
     return jax.eval_shape(_kernel(name, **static), *args)
 
@@ -186,8 +185,16 @@ _stopping = threading.Event()
 _pausing = threading.Event()
 
 
+def check_ahead() -> None:
+    """Raise in a job ahead once the compilations ahead must stop (program end, or
+    JAX's configuration about to change; see :func:`pause_ahead`)."""
+    if _stopping.is_set() or _pausing.is_set():
+        raise RuntimeError("compilations ahead stopped (program end or JAX reconfigured)")
+
+
 def compile_ahead(job: Callable[[], None]) -> Future:
-    """Run ``job`` (compilations only) in the background compiler thread; its future.
+    """Run ``job`` (compilations only) in the background compiler thread; its future
+    (``cancel()`` drops a job that has not started).
 
     While a step runs, the thread that dispatched it waits in XLA without the
     GIL, so compiling the kernels of the coming steps in a second thread costs
@@ -236,6 +243,8 @@ def _work_ahead() -> None:
         if item is None:
             return
         job, future = item
+        if not future.set_running_or_notify_cancel():  # cancelled while queued
+            continue
         try:
             job()
         except BaseException as error:  # the steps compile what they need themselves
