@@ -25,7 +25,10 @@ is also printed separately).
 
 Every run happens in its own process. For each problem the table gives the
 NumPy time, the JAX time of a cold process (with compilation; the
-compilation part separately), the JAX time of a second process that finds
+compilation part separately: seconds the steps waited for it + seconds
+compiled in the background thread, overlapping the steps; ``host``: steps run
+on the host while the first kernel compiled, see ``NONMARKOV_JAX_HOST_START``),
+the JAX time of a second process that finds
 the kernels in a persistent compilation cache (warm), the ratios to NumPy and
 max |rho_numpy - rho_jax| over all time points.
 
@@ -112,17 +115,29 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
     progress = "bar" if trace and backend == "numpy" else "silent"
     if trace and backend == "jax":
         _trace_chunks()
-    compile_seconds = [0.0]
+    compile_seconds = [0.0, 0.0]
+    host_steps: list[int] = []
     if backend == "jax":
         import jax
 
+        from nonmarkov.tn import host_start
+
         def listener(event: str, duration: float, **_: object) -> None:
-            # only what the computing thread waited for: kernels compiled ahead in the
-            # background (site by site, nonmarkov.tn.sitewise) overlap the steps
-            if event in COMPILE_EVENTS and threading.current_thread() is threading.main_thread():
-                compile_seconds[0] += duration
+            # [0]: what the computing thread waited for; [1]: kernels compiled in the
+            # background (host start, site by site ahead), which overlap the steps
+            if event in COMPILE_EVENTS:
+                main = threading.current_thread() is threading.main_thread()
+                compile_seconds[0 if main else 1] += duration
 
         jax.monitoring.register_event_duration_secs_listener(listener)
+        run_host_steps = host_start.run_host_steps
+
+        def counted(*args: object, **kwargs: object) -> tuple[int, int]:
+            done, bucket = run_host_steps(*args, **kwargs)
+            host_steps.append(done)
+            return done, bucket
+
+        host_start.run_host_steps = counted
     record: dict = {"problem": problem, "backend": backend, "end_time": end_time,
                     "device": nm.backends.info()["default_device"],
                     "svd": nm.config.JAX_SVD,
@@ -135,6 +150,7 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
         process_tensor = pt_tempo.get_process_tensor(progress_type=progress)
         record["pt_s"] = time.perf_counter() - start
         record["pt_compile_s"] = compile_seconds[0]
+        record["pt_compile_ahead_s"] = compile_seconds[1]
         middle = time.perf_counter()
         dynamics = nm.compute_dynamics(system, rho0, process_tensor=process_tensor,
                                        progress_type="silent")
@@ -146,6 +162,8 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
         record["max_bond_dimension"] = tempo.max_bond_dimension
     record["tempo_s"] = time.perf_counter() - start
     record["compile_s"] = compile_seconds[0]
+    record["compile_ahead_s"] = compile_seconds[1]
+    record["host_steps"] = sum(host_steps)
     record["steps"] = len(dynamics) - 1
     states = np.asarray(dynamics.states)
     record["states_re"] = states.real.tolist()
@@ -224,15 +242,18 @@ def _table_rows(problem: str, numpy_record: dict | None, cold: dict | None,
         record["max_deviation"] = float(np.max(np.abs(_states(cold) - _states(numpy_record))))
         deviation = f"{record['max_deviation']:.1e}"
     first = numpy_record or cold
-    compile_text = f"{cold['compile_s']:.2f}" if cold else "-"
+    compile_text = f"{cold['compile_s']:.2f}+{cold.get('compile_ahead_s', 0.0):.2f}" \
+        if cold else "-"
+    host = str(cold.get("host_steps", "-")) if cold else "-"
     rows = [f"{problem:8} {first['steps']:5d} {first['max_bond_dimension']:5d} "
-            f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>9} "
+            f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>10} {host:>5} "
             f"{seconds(warm):>10} {ratio(cold):>7} {ratio(warm):>7} {deviation:>9}  "
             f"{cold['device'] if cold else '-'}"]
     if "pt_s" in first:
         parts = [("numpy", numpy_record), ("jax cold", cold), ("jax warm", warm)]
         rows.append("  " + ", ".join(
-            f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}), "
+            f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}"
+            f"+{item.get('pt_compile_ahead_s', 0.0):.2f}), "
             f"dynamics {item['dynamics_s']:.2f} s" for name, item in parts if item))
     return rows
 
@@ -300,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.numpy_blas_threads is not None:
         numpy_env["NONMARKOV_BLAS_THREADS"] = str(args.numpy_blas_threads)
     header = (f"{'problem':8} {'steps':>5} {'bond':>5} {'numpy s':>8} {'jax cold s':>10} "
-              f"{'compile s':>9} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
+              f"{'compile s':>10} {'host':>5} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
               f"{'max|drho|':>9}  jax device")
     rows = []
     for problem in args.problems:
