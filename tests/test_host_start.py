@@ -6,6 +6,7 @@ on the host with NumPy and then move the window to the device. Checked here:
 - the hand-over at any step (window filling, full and tracing, bucket grown
   on the host) gives the NumPy backend's results, for TEMPO and PT-TEMPO;
 - a run that ends before the kernel is ready continues on the device;
+- single precision stays complex64 across the hand-over;
 - the host steps stop at the host-start bond; no host start without a memory cut;
 - with the real background compilation the results equal those without;
 - the NumPy override is per thread; the environment variable is validated.
@@ -140,6 +141,26 @@ def test_a_run_that_ends_on_the_host_continues_on_the_device(gated, monkeypatch)
     numpy.testing.assert_allclose(states, reference, rtol=0, atol=1e-10)
 
 
+def test_single_precision_hands_over_in_complex64(gated):
+    gated(4)
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-5, dkmax=4)
+    runs = {}
+    for backend in ("numpy", "jax"):
+        with backends.use_backend(backend, "single"):
+            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
+            runs[backend] = numpy.asarray(tempo.compute(1.5, progress_type="silent").states)
+    engine = tempo._engine
+    assert engine.chunks > 0
+    assert engine._front.dtype == engine._sites.dtype == numpy.complex64
+    assert engine._log_scale.dtype == numpy.float32
+    double, _ = run_tempo([1.5], backend="numpy", epsrel=1e-5)
+    # float32 rounding over 15 steps, as for the compiled kernel alone
+    numpy.testing.assert_allclose(runs["jax"], double, rtol=0, atol=1e-4)
+    numpy.testing.assert_allclose(runs["jax"], runs["numpy"], rtol=0, atol=1e-4)
+    assert numpy.max(numpy.abs(runs["jax"] - double)) > 0.0  # it really ran in single
+
+
 def test_host_steps_stop_at_the_host_start_bond(gated, monkeypatch):
     monkeypatch.setattr(host_start, "HOST_START_BOND", 3)
     reference, _ = run_tempo([1.5], backend="numpy")
@@ -182,6 +203,23 @@ def test_pt_tempo_hands_over_with_numpys_process_tensor(gated, polls):
                                                     progress_type="silent").states)
                   for pt in (process_tensor, reference)]
     numpy.testing.assert_allclose(*states, rtol=0, atol=1e-10)
+
+
+def test_a_pt_that_ends_on_the_host_is_the_numpy_process_tensor(gated):
+    bath = spin_boson()[1]
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=3)
+    with backends.use_backend("numpy", "double"):
+        reference = nm.PtTempo(bath, 0.0, 1.0, parameters).get_process_tensor("silent")
+    gated(1000)  # never ready: every step on the host, the window read back from the device
+    with backends.use_backend("jax", "double"):
+        pt_tempo = nm.PtTempo(bath, 0.0, 1.0, parameters)
+        process_tensor = pt_tempo.get_process_tensor("silent")
+    assert pt_tempo._engine.chunks == 0
+    numpy.testing.assert_array_equal(process_tensor.get_bond_dimensions(),
+                                     reference.get_bond_dimensions())
+    for step in range(len(reference)):
+        numpy.testing.assert_allclose(process_tensor.get_step_tensor(step)[0],
+                                      reference.get_step_tensor(step)[0], rtol=0, atol=1e-12)
 
 
 def test_with_the_real_background_compilation_the_results_are_the_same(monkeypatch):
