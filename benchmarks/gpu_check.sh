@@ -105,8 +105,8 @@ settings=("${best[@]}")
 bench b3_t4 130 --problems B3 --end-time B3=4 --numpy-blas-threads 0 --no-warm
 
 run_section tests 100 "$PYTHON" -m pytest -q -p no:cacheprovider --backend jax \
-    tests/test_compiled.py tests/test_tempo.py \
-    -k "compiled or agree or padding or transfers or single or kept_rank or independent_boson"
+    tests/test_compiled.py tests/test_tempo.py tests/test_host_start.py \
+    -k "compiled or agree or padding or transfers or single or kept_rank or independent_boson or hands_over"
 test_summary=$(tail -n 1 "$out/tests.log" 2>/dev/null || echo "not run")
 bench small 80 --problems B1 B2
 
