@@ -266,6 +266,41 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise():
     assert engine.bond == 72 and engine._stride == 1
 
 
+def test_a_bucket_left_above_the_ranks_shrinks_with_the_same_result(monkeypatch):
+    """Headroom taken while the bond rose is given back once the ranks hold (here
+    whatever the time saved: SHRINK_SECONDS 0)."""
+    monkeypatch.setattr(compiled, "SHRINK_SECONDS", 0.0)
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
+    buckets = []
+    resize = compiled.CompiledWindow._resize
+
+    def recorded(engine, bond, capacity):
+        buckets.append(bond)
+        resize(engine, bond, capacity)
+
+    monkeypatch.setattr(compiled.CompiledWindow, "_resize", recorded)
+    states, tempo = run_tempo(model, parameters, 3.0, initial_bond=4, chunk=4)
+    engine = tempo._engine
+    assert engine.shrinks >= 1 and engine._grown
+    assert engine.bond < max(buckets)  # came down from a bucket grown with headroom
+    assert engine.bond == compiled.bond_bucket(engine._held_largest)
+    reference, _ = run_tempo(model, parameters, 3.0, backend="numpy")
+    numpy.testing.assert_allclose(states, reference, rtol=0, atol=1e-10)
+
+
+def test_chunks_hold_at_most_the_redo_seconds_of_steps(monkeypatch):
+    """A redo repeats a whole chunk: with long steps (measured) the chunks stay short."""
+    monkeypatch.setattr(compiled, "REDO_SECONDS", 1e-9)
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=4)
+    states, tempo = run_tempo(model, parameters, 2.0, chunk=8)
+    engine = tempo._engine
+    assert engine.chunks == 19 and engine._step_seconds > 0.0  # steps 2..20, one per chunk
+    reference, _ = run_tempo(model, parameters, 2.0, backend="numpy")
+    numpy.testing.assert_allclose(states, reference, rtol=0, atol=1e-10)
+
+
 def test_svd_algorithm_is_a_choice_that_does_not_change_the_result(monkeypatch):
     """NONMARKOV_JAX_SVD picks JAX's SVD algorithm; QR-based and default agree."""
     assert compiled._svd_algorithm("default", "cpu") is None

@@ -23,8 +23,10 @@ that XLA compiles it once per shape:
   per chunk; if a wanted rank exceeded D it redoes the chunk from its start
   with a larger bucket. Chunks are short while the bond dimension is rising
   (one step after a new largest rank, doubling while it holds, up to
-  ``chunk``), so a redo costs one step, and the bucket grows one step ahead
-  of a steady rise;
+  ``chunk`` and to :data:`REDO_SECONDS` of measured steps), so a redo costs
+  one step, and the bucket grows one step ahead of a steady rise; once the
+  ranks hold below a bucket grown with headroom (or they fell), the bucket
+  shrinks to fit them when that saves more than a compilation;
 - from bucket :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, where a step
   costs more than a kernel dispatch per site, the window is handed to
   :class:`~nonmarkov.tn.sitewise.SitewiseWindow`, which gives every site
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -82,6 +85,15 @@ STEADY_RISE = 0.25
 #: Up to this bucket a step costs less than a compilation (~1 s), so growth takes
 #: headroom; above it a step costs more (~D^3) and growth takes the smallest bucket.
 CHEAP_BOND = 64
+#: Most seconds of (measured) steps in one chunk: a chunk is redone whole when a bond
+#: outgrows its bucket, so long steps (S1 at bond 20: ~0.5 s) run in short chunks.
+REDO_SECONDS = 0.5
+#: A bucket is shrunk to the one that holds the ranks of the last chunks when that cuts
+#: the work per step (~D^3) to at most this fraction ...
+SHRINK_WORK = 0.7
+#: ... and saves more than this many seconds (the cost assumed for a compilation) over
+#: the steps left in the current call.
+SHRINK_SECONDS = 2.0
 
 
 def bond_bucket(rank: int, minimum: int = 1) -> int:
@@ -504,9 +516,16 @@ class CompiledWindow:
         self._grown = False  # whether the bucket has grown before (see GROWTH_HEADROOM)
         self._stride = 1  # steps in the next chunk (adaptive, at most self._chunk)
         self._growth = 0  # rise of the largest rank per step in the last chunk
-        #: chunks run, and chunks redone because a bond outgrew the bucket
+        self._step_seconds = 0.0  # measured time per step of the last chunk
+        self._steps_left = 0  # steps of the current advance call not yet run
+        #: chunks since the largest rank last rose, and the largest rank in them
+        self._held = 0
+        self._held_largest = 0
+        #: chunks run, chunks redone because a bond outgrew the bucket, and buckets
+        #: shrunk to fit the ranks (see :meth:`_shrink`)
         self.chunks = 0
         self.redos = 0
+        self.shrinks = 0
         #: number of device-to-host fetches so far (one per chunk, plus one per redo)
         self.fetches = 0
         #: the window once it runs site by site (from bucket SITEWISE_BOND on), else None
@@ -647,6 +666,7 @@ class CompiledWindow:
         begin = 0
         while begin < len(propagators):
             size = min(self._stride, len(propagators) - begin)
+            self._steps_left = len(propagators) - begin
             chunk_readouts, chunk_ranks = self._run_chunk(propagators[begin:begin + size])
             readouts.append(default_np.asarray(chunk_readouts))
             ranks.extend(chunk_ranks)
@@ -670,6 +690,7 @@ class CompiledWindow:
         begin = 0
         while begin < num_steps:
             size = min(self._stride, num_steps - begin)
+            self._steps_left = num_steps - begin
             begin += size
             count = self._count
             outputs, chunk_ranks = self._run_chunk([(between, second)] * size)
@@ -731,10 +752,31 @@ class CompiledWindow:
         steady = rising and self._growth > 0 and growth <= STEADY_RISE * self.max_rank_seen
         self._growth = growth
         self._stride = 1 if rising else min(2 * self._stride, self._chunk)
+        if self._sitewise is None and self._step_seconds > 0.0:
+            self._stride = min(self._stride, max(1, int(REDO_SECONDS / self._step_seconds)))
         self.max_rank_seen = max(self.max_rank_seen, largest)
+        self._held, self._held_largest = (0, 0) if rising else \
+            (self._held + 1, max(self._held_largest, largest))
         expected = self.max_rank_seen + growth
         if steady and expected > self.bond and self._sitewise is None:
             self._resize(self.grown_bond(expected), self.capacity)
+        elif self._held >= 2 and self._sitewise is None:
+            self._shrink(self._steps_left - steps)
+
+    def _shrink(self, steps_left: int) -> None:
+        """Re-pad to the smallest bucket that holds the ranks of the chunks since the
+        largest rank last rose, if that saves more than a compilation would cost over
+        ``steps_left`` steps (see :data:`SHRINK_WORK`, :data:`SHRINK_SECONDS`).
+
+        A bucket grown with headroom while the bond rose (S1: 24 for rank 19) or
+        left behind by ranks that fell would otherwise cost ~D^3 on every later step.
+        """
+        target = bond_bucket(self._held_largest, self._min_bond)
+        work = (target / self.bond) ** 3
+        saving = steps_left * self._step_seconds * (1.0 - work)
+        if target < self.bond and work <= SHRINK_WORK and saving > SHRINK_SECONDS:
+            self._resize(target, self.capacity)
+            self.shrinks += 1
 
     def _run_chunk(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
         """Run a chunk of steps; returns the per-step outputs (host, stacked) and ranks."""
@@ -758,9 +800,12 @@ class CompiledWindow:
                 between, second = self._device_propagators(between, second)
                 front, sites, count, log_scale, readout, wanted = step(
                     front, sites, count, log_scale, between, second, self._constants)
+                if not outputs:  # the first call compiles (if needed), then runs async
+                    dispatched = time.perf_counter()
                 outputs.append((readout, wanted))
             readouts, wanted = self._jax.device_get(
                 ([item[0] for item in outputs], [item[1] for item in outputs]))
+            self._step_seconds = (time.perf_counter() - dispatched) / len(propagators)
             if self._oldest == "finalize":  # (site, rank, log) per step -> three lists
                 readouts = tuple(list(part) for part in zip(*readouts))
             self.fetches += 1
