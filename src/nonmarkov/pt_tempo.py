@@ -138,35 +138,41 @@ class PtTempo:
         if np.backend_name == "jax":
             self._run_compiled(sink, progress_type)
             return
-        influence = self._influence
-        m = influence.num_classes
-        dkmax = self._parameters.dkmax
-        epsrel = self._parameters.epsrel
-        own = to_backend(influence.own_factor())
-        carrier_rows = np.asarray(influence.carrier_rows)
+        own = to_backend(self._influence.own_factor())
         lags: list[Any] = []
-        window: list[Any] = []
-        log_scale = 0.0
         with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
-            for step in range(self._num_steps):
-                if step == 0:
-                    window = [own.reshape(1, m, 1)]
-                    window[0], log_norm = normalise(window[0])
-                else:
-                    n = len(window)
-                    while len(lags) < n:
-                        lags.append(to_backend(influence.lag_matrix_rows(len(lags) + 1)))
-                    oldest = "finalize" if dkmax is not None and n >= dkmax else "keep"
-                    window, done, log_norm = pt_window_step(window, lags, own, carrier_rows,
-                                                            epsrel, oldest)
-                    if done is not None:
-                        sink.add(done, log_scale, step)
-                log_scale += log_norm
-                bond = max([site.shape[2] for site in window] + [1])
-                self._max_bond_dimension = max(self._max_bond_dimension, bond)
-                progress.set_postfix(bond=self._max_bond_dimension)
-                progress.update()
+            front, log_scale = normalise(own.reshape(1, -1, 1))
+            window = [front]
+            self._record_step(window, progress)
+            for step in range(1, self._num_steps):
+                window, log_scale = self._window_step(window, log_scale, step, own, lags, sink,
+                                                      progress)
         sink.finish(list(reversed(window)), log_scale)
+
+    def _window_step(self, window: list[Any], log_scale: float, step: int, own: Any,
+                     lags: list[Any], sink: _StepSink,
+                     progress: Progress) -> tuple[list[Any], float]:
+        """Step ``step`` >= 1 of the window on the active backend (NumPy in the host
+        start): the finalised site goes to ``sink``; ``lags`` (the lag rows on the
+        backend) grows as needed. Returns the window and the log-scale after it."""
+        influence = self._influence
+        while len(lags) < len(window):
+            lags.append(to_backend(influence.lag_matrix_rows(len(lags) + 1)))
+        dkmax = self._parameters.dkmax
+        oldest = "finalize" if dkmax is not None and len(window) >= dkmax else "keep"
+        window, done, log_norm = pt_window_step(window, lags, own,
+                                                np.asarray(influence.carrier_rows),
+                                                self._parameters.epsrel, oldest)
+        if done is not None:
+            sink.add(done, log_scale, step)
+        self._record_step(window, progress)
+        return window, log_scale + log_norm
+
+    def _record_step(self, window: list[Any], progress: Progress) -> None:
+        bond = max(site.shape[2] for site in window)
+        self._max_bond_dimension = max(self._max_bond_dimension, bond)
+        progress.set_postfix(bond=self._max_bond_dimension)
+        progress.update()
 
     def _run_compiled(self, sink: _StepSink, progress_type: str) -> None:
         """The PT-TEMPO loop with the compiled window (:func:`compiled_pt_window`)."""
@@ -209,32 +215,16 @@ class PtTempo:
         Returns the number of steps done."""
         from .tn import host_start
 
-        influence = self._influence
-        dkmax = self._parameters.dkmax
-        epsrel = self._parameters.epsrel
-        own = default_np.asarray(influence.own_factor(), dtype=np.dtype_complex)
-        carrier_rows = default_np.asarray(influence.carrier_rows)
+        own = default_np.asarray(self._influence.own_factor(), dtype=np.dtype_complex)
         lags: list[Any] = []
         state = {"window": [default_np.asarray(front, dtype=np.dtype_complex).reshape(1, -1, 1)],
                  "log_scale": log_scale, "step": 1}
 
-        def host_step() -> list[Any]:
-            window = state["window"]
-            while len(lags) < len(window):
-                lags.append(default_np.asarray(influence.lag_matrix_rows(len(lags) + 1),
-                                               dtype=np.dtype_complex))
-            oldest = "finalize" if len(window) >= dkmax else "keep"
-            window, done, log_norm = pt_window_step(window, lags, own, carrier_rows,
-                                                    epsrel, oldest)
-            if done is not None:
-                sink.add(done, state["log_scale"], state["step"])
-            state["window"], state["log_scale"] = window, state["log_scale"] + log_norm
+        def host_step() -> list[Any]:  # runs on NumPy (host_start.run_host_steps)
+            state["window"], state["log_scale"] = self._window_step(
+                state["window"], state["log_scale"], state["step"], own, lags, sink, progress)
             state["step"] += 1
-            bond = max(site.shape[2] for site in window)
-            self._max_bond_dimension = max(self._max_bond_dimension, bond)
-            progress.set_postfix(bond=self._max_bond_dimension)
-            progress.update()
-            return window
+            return state["window"]
 
         done, bucket = host_start.run_host_steps(engine, host_step, self._num_steps - 1)
         if done:
