@@ -33,6 +33,7 @@ import numpy
 import pytest
 
 import nonmarkov as nm
+from models import SX, SZ, spin_boson
 from nonmarkov import backends, config
 from nonmarkov.tn import truncation
 
@@ -42,16 +43,6 @@ jax = pytest.importorskip("jax")
 compiled = pytest.importorskip("nonmarkov.tn.compiled")
 sitewise = pytest.importorskip("nonmarkov.tn.sitewise")
 
-SX = numpy.array([[0.0, 1.0], [1.0, 0.0]], dtype=complex)
-SZ = numpy.array([[1.0, 0.0], [0.0, -1.0]], dtype=complex)
-
-
-def spin_boson(alpha: float = 0.3):
-    """Spin-boson model with a driving field: H_S = 0.5 sx + 0.2 sz, S = 0.5 sz."""
-    system = nm.System(0.5 * SX + 0.2 * SZ)
-    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(alpha, 1.0, 5.0, temperature=0.5))
-    psi = numpy.array([0.8, 0.6 * numpy.exp(0.4j)])
-    return system, bath, numpy.outer(psi, psi.conj())
 
 
 def independent_boson():

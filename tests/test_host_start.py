@@ -27,6 +27,7 @@ import numpy
 import pytest
 
 import nonmarkov as nm
+from models import spin_boson
 from nonmarkov import backends, config
 from nonmarkov.backends import numerical_backend
 
@@ -36,16 +37,6 @@ jax = pytest.importorskip("jax")
 compiled = pytest.importorskip("nonmarkov.tn.compiled")
 host_start = pytest.importorskip("nonmarkov.tn.host_start")
 
-SX = numpy.array([[0.0, 1.0], [1.0, 0.0]], dtype=complex)
-SZ = numpy.array([[1.0, 0.0], [0.0, -1.0]], dtype=complex)
-
-
-def spin_boson():
-    """H_S = 0.5 sx + 0.2 sz, S = 0.5 sz, a warm ohmic bath, a superposition."""
-    system = nm.System(0.5 * SX + 0.2 * SZ)
-    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.3, 1.0, 5.0, temperature=0.5))
-    psi = numpy.array([0.8, 0.6 * numpy.exp(0.4j)])
-    return system, bath, numpy.outer(psi, psi.conj())
 
 
 class Gate:
