@@ -259,8 +259,10 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise():
 
 def test_a_bucket_left_above_the_ranks_shrinks_with_the_same_result(monkeypatch):
     """Headroom taken while the bond rose is given back once the ranks hold (here
-    whatever the time saved: SHRINK_SECONDS 0)."""
+    whatever the time saved: SHRINK_SECONDS 0; kernels without site levels, which
+    would work on the largest sites at a size that holds them)."""
     monkeypatch.setattr(compiled, "SHRINK_SECONDS", 0.0)
+    force_site_levels(monkeypatch, ())
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
     buckets = []
@@ -353,9 +355,10 @@ def test_eigh_svd_factorises_exactly_and_cuts_like_the_svd(rows, cols, rank, pad
 
 def use_eigh_svd(monkeypatch):
     """The eigh factorisation in the compiled steps, also on a CPU (where the
-    environment variable refuses it)."""
+    environment variable refuses it); no site levels, as on the GPUs it is for."""
     monkeypatch.setattr(config, "JAX_SVD", "eigh")
     monkeypatch.setattr(compiled, "_svd_algorithm", lambda name, platform: "eigh")
+    force_site_levels(monkeypatch, ())
 
 
 @pytest.mark.parametrize("on_sites", [False, True])
@@ -502,6 +505,107 @@ def test_info_names_the_device():
     assert details["default_device"].split(" ")[0].endswith(f":{default.id}")
     assert default.device_kind in details["default_device"]
     assert details["devices"][0] == details["default_device"]
+
+
+# --------------------------------------------------------------------------
+# sites worked on at smaller sizes than the bucket (site levels)
+# --------------------------------------------------------------------------
+
+def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu():
+    assert compiled.site_levels(20, 5, 9, "cpu") == (14, 15, 16, 18)
+    assert compiled.site_levels(64, 5, 9, "cpu") == (48, 52, 56, 60)
+    for bond in (12, 24, 40, 100, 512):
+        levels = compiled.site_levels(bond, 5, 9, "cpu")
+        assert 0 < len(levels) <= compiled.SITE_LEVELS
+        assert all(bond / 2 <= size < bond for size in levels)
+        assert compiled.kernel_sizes(bond, levels) == tuple(sorted(levels)) + (bond,)
+    assert compiled.site_levels(20, 5, 9, "gpu") == ()
+    assert compiled.site_levels(12, 3, 4, "cpu") == ()  # B1-size work: one size
+    assert compiled.kernel_sizes(8, ()) == (8,)
+
+
+def force_site_levels(monkeypatch, levels):
+    """Kernels of any bucket D get the ``levels`` below D (and none above it)."""
+    monkeypatch.setattr(compiled, "site_levels",
+                        lambda bond, num_rows, dim_m, platform:
+                        tuple(size for size in levels if size < bond))
+
+
+def test_a_step_with_site_levels_equals_the_step_at_the_full_bucket():
+    """One kernel call on a window whose bonds run from 1 to ~18 inside bucket 24: the
+    sites worked on at sizes 3..16 (and 24) give the same window, read-out and ranks."""
+    model = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=8)
+    _, tempo = run_tempo(model, parameters, 1.0, initial_bond=24, unique=True)
+    engine = tempo._engine
+    assert engine.bond == 24 and engine._count == 7
+    with backends.use_backend("jax", "double"):
+        between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
+        args = (engine._front, engine._sites, engine._count_device, engine._log_scale,
+                between, second, engine._constants)
+        results = {}
+        for levels in [(), (3, 4, 6, 8, 12, 16)]:
+            step = compiled._compiled_step(engine.memory, None, "cpu", "trace", "default",
+                                           levels)
+            results[levels] = jax.device_get(step(*args))
+    bonds = [int((numpy.abs(site) > 0).any(axis=(1, 2)).sum())
+             for site in numpy.asarray(engine._sites)[:engine._count]]
+    assert min(bonds) <= 4 and 16 < max(bonds) < 24  # sizes 4 to 24 are taken
+    full, levelled = results[()], results[(3, 4, 6, 8, 12, 16)]
+    for index in (2, 5):  # count, largest wanted rank
+        assert int(levelled[index]) == int(full[index])
+    for index in (3, 4):  # log-scale, read-out
+        numpy.testing.assert_allclose(levelled[index], full[index], rtol=0, atol=1e-12)
+    # the window as one state (its sites are fixed only up to gauges on the bonds)
+    numpy.testing.assert_allclose(window_state(*levelled[:3]), window_state(*full[:3]),
+                                  rtol=0, atol=1e-12)
+
+
+def window_state(front, sites, count):
+    """The padded window contracted to one tensor (x, m, m, ...) over ``count`` sites."""
+    state = numpy.asarray(front)
+    for site in numpy.asarray(sites)[:int(count)]:
+        state = numpy.tensordot(state, site, axes=([state.ndim - 1], [0]))
+    return state[..., 0]
+
+
+@pytest.mark.parametrize("dkmax", [4, None])
+def test_tempo_with_site_levels_agrees_with_numpy(dkmax, monkeypatch):
+    """Growing buckets with levels (a window filling up, full memory growing the capacity)."""
+    force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
+    model = independent_boson()
+    parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
+    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=3, unique=True)
+    on_numpy, reference = run_tempo(model, parameters, 1.4, backend="numpy", unique=True)
+    assert tempo._engine.bond > 4
+    assert tempo.max_bond_dimension == reference.max_bond_dimension
+    numpy.testing.assert_allclose(on_jax, on_numpy, rtol=0, atol=1e-10)
+
+
+def test_pt_tempo_with_site_levels_agrees_with_numpy(monkeypatch):
+    force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
+    bath = spin_boson()[1]
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.0, initial_bond=4, chunk=3)
+    on_numpy, _ = run_pt_tempo(bath, parameters, 1.0, backend="numpy")
+    assert pt_tempo._engine.bond > 4
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
+                                     on_numpy.get_bond_dimensions())
+    numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
+
+
+def test_a_shrink_counts_the_size_the_largest_sites_already_work_at(monkeypatch):
+    """With levels, a bucket above the ranks costs little: its largest sites already
+    work at a level that holds them, so a shrink saves only the difference to that."""
+    engine = compiled.CompiledWindow.__new__(compiled.CompiledWindow)
+    engine._jax, engine._num_rows, engine._dim_m = jax, 5, 9
+    engine._held_largest = 19
+    force_site_levels(monkeypatch, (14, 15, 16, 18, 20, 22))
+    assert engine._site_size(24) == 20 and engine._site_size(20) == 20
+    engine._held_largest = 15
+    assert engine._site_size(24) == 15
+    force_site_levels(monkeypatch, ())
+    assert engine._site_size(24) == 24 and engine._site_size(20) == 20
 
 
 # --------------------------------------------------------------------------

@@ -27,6 +27,12 @@ that XLA compiles it once per shape:
   one step, and the bucket grows one step ahead of a steady rise; once the
   ranks hold below a bucket grown with headroom (or they fell), the bucket
   shrinks to fit them when that saves more than a compilation;
+- the bonds of a window vary along it (S1: 9 at the ends, 15-19 inside bucket
+  20), and a site's QR and SVD cost ~D^3: where that work is large (on a CPU,
+  see :func:`site_levels`), the kernel also holds a few smaller sizes (levels)
+  and works on each site at the smallest one that holds its bonds, chosen on
+  the device from the used extent of the padded arrays (``lax.switch``), so
+  that a site costs ~its own size^3 and nothing is planned on the host;
 - from bucket :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, where a step
   costs more than a kernel dispatch per site, the window is handed to
   :class:`~nonmarkov.tn.sitewise.SitewiseWindow`, which gives every site
@@ -95,6 +101,14 @@ SHRINK_WORK = 0.7
 #: the steps left in the current call.
 SHRINK_SECONDS = 2.0
 
+#: Smaller sizes a site of a whole-step kernel may work at (see :func:`site_levels`);
+#: each adds ~0.45 s of XLA compilation on a CPU (S1's kernel: 0.8 s without, 2.6 s
+#: with three) ...
+SITE_LEVELS = 4
+#: ... when the work of a site, m (D r)^3, is at least this (S1 at D = 20: 9e6; B1 at
+#: D = 12: 2e5, whose steps cost less than the compilation of the levels).
+SITE_LEVEL_WORK = 1_000_000
+
 
 def bond_bucket(rank: int, minimum: int = 1) -> int:
     """Smallest bucket size >= max(rank, minimum)."""
@@ -153,6 +167,30 @@ def _used_columns(matrix: Any, bond: int) -> Any:
     _, jnp, _ = _jax()
     used = jnp.any(matrix.reshape(matrix.shape[0], -1, bond) != 0.0, axis=(0, 1))
     return used.astype(matrix.dtype)
+
+
+def _pad_to(array: Any, shape: tuple[int, ...]) -> Any:
+    """``array`` padded with zeros at the end of every axis to ``shape``."""
+    _, jnp, _ = _jax()
+    return jnp.pad(array, [(0, total - have) for have, total in zip(array.shape, shape)])
+
+
+def _extent(array: Any, axis: int) -> Any:
+    """Used length of ``axis``: one past the last index with a nonzero entry (int32)."""
+    _, jnp, _ = _jax()
+    others = tuple(k for k in range(array.ndim) if k != axis)
+    used = jnp.any(array != 0.0, axis=others)
+    return jnp.max(jnp.where(used, jnp.arange(1, used.shape[0] + 1, dtype=jnp.int32), 0))
+
+
+def _ceil_div(value: Any, divisor: int) -> Any:
+    return (value + divisor - 1) // divisor
+
+
+def _level(need: Any, sizes: Sequence[int]) -> Any:
+    """Index of the smallest of the ascending ``sizes`` that is >= ``need`` (int32)."""
+    _, jnp, _ = _jax()
+    return jnp.sum(jnp.asarray(sizes[:-1], dtype=jnp.int32) < need).astype(jnp.int32)
 
 
 def _padded_qr(matrix: Any) -> tuple[Any, Any]:
@@ -252,7 +290,8 @@ def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
 
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
           constants: dict[str, Any], memory: int, max_rank: int | None,
-          oldest: str = "trace", svd_algorithm: Any = None) -> tuple[Any, ...]:
+          oldest: str = "trace", svd_algorithm: Any = None,
+          levels: tuple[int, ...] = ()) -> tuple[Any, ...]:
     """One TEMPO (or PT-TEMPO) window step on padded arrays (traced by ``jax.jit``).
 
     Shapes: front (x, D), sites (L, D, m, D), count () int (sites in use
@@ -262,7 +301,13 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     2..L+1, out_map (x, x), epsrel (). ``memory``: dkmax, 0 for no cut.
 
     The sweeps are scans over all L sites; sites beyond ``count`` skip their
-    work (``lax.cond``) and pass the carry through.
+    work and pass the carry through (``lax.switch``). ``levels``: sizes d < D
+    at which a site may be worked on, on the leading (d, m, d) block of the
+    padded arrays (its bonds r d wide in the chain), when its bonds and the
+    ranks around it fit: the left-to-right pass counts the used rows of the
+    carried tensor and reads the extent of each site's bonds, the cut the rank
+    just kept to its right. Padding is exact zeros, so the result is that of
+    size D up to rounding.
 
     ``oldest``: ``'trace'`` (TEMPO: the oldest point is traced out once the
     window is full) or ``'finalize'`` (PT-TEMPO: it is split off).
@@ -281,6 +326,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     dtype = front.dtype
     epsrel = constants["epsrel"]
     positions = jnp.arange(capacity, dtype=jnp.int32)
+    sizes = kernel_sizes(bond, levels)
 
     # couple the new point to the front and open the carrier bond (x, m, D, r)
     theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
@@ -290,22 +336,47 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     front_q = jnp.pad(q, ((0, 0), (0, wide - q.shape[1])))
     tensor = jnp.pad(r, ((0, wide - r.shape[0]), (0, 0)))  # (wide, m * D * r)
 
-    def couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
-        q, r = _padded_qr(tensor.reshape(wide * dim_m, wide))
-        by_row = jnp.moveaxis(r.reshape(wide, bond, num_rows), 2, 0)  # (r, k, D)
-        site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
-        product = jnp.matmul(by_row, site_by_row).reshape(num_rows, wide, dim_m, bond)
-        tensor = jnp.moveaxis(product, 0, 3).reshape(wide, dim_m * wide)
-        return tensor, q.reshape(wide, dim_m, wide)
+    def couple_at(size: int, tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
+        # on the leading size x size block of every bond (the rest is exact zeros)
+        rows = size * num_rows
+        block = tensor.reshape(wide, dim_m, bond, num_rows)[:rows, :, :size]
+        q, r = _padded_qr(block.reshape(rows * dim_m, rows))
+        by_row = jnp.moveaxis(r.reshape(rows, size, num_rows), 2, 0)  # (r, k, d)
+        site_by_row = (site[None, :size, :, :size] * lag[:, None, :, None]) \
+            .reshape(num_rows, size, -1)
+        product = jnp.matmul(by_row, site_by_row).reshape(num_rows, rows, dim_m, size)
+        tensor = _pad_to(jnp.moveaxis(product, 0, 3), (wide, dim_m, bond, num_rows))
+        return tensor.reshape(wide, dim_m * wide), _pad_to(q.reshape(rows, dim_m, rows),
+                                                         (wide, dim_m, wide))
 
     def pass_through(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
         return tensor, jnp.zeros((wide, dim_m, wide), dtype)
 
-    def left_to_right(tensor: Any, inputs: tuple[Any, Any, Any]) -> tuple[Any, Any]:
-        j, site, lag = inputs
-        return lax.cond(j < count, couple, pass_through, tensor, site, lag)
+    couples = [pass_through] + [functools.partial(couple_at, size) for size in sizes]
 
-    tensor, chain = lax.scan(left_to_right, tensor, (positions, sites, constants["lags"]))
+    def left_to_right(carry: tuple[Any, Any, Any], inputs: tuple[Any, Any, Any]
+                      ) -> tuple[tuple[Any, Any, Any], tuple[Any, Any]]:
+        # rows: used rows of tensor, before: used bond of the site before (columns / r)
+        tensor, rows, before = carry
+        j, site, lag = inputs
+        if not levelled:  # one size: none of the bookkeeping below
+            tensor, q = lax.switch((j < count).astype(jnp.int32), couples, tensor, site, lag)
+            return (tensor, rows, before), (q, rows)
+        right = _extent(site, 2)
+        need = jnp.maximum(jnp.maximum(_ceil_div(rows, num_rows), before),
+                           jnp.maximum(_extent(site, 0), right))
+        branch = jnp.where(j < count, 1 + _level(need, sizes), 0)
+        tensor, q = lax.switch(branch, couples, tensor, site, lag)
+        # the chain site q is (rows, m, used columns of R); its need for the cut below
+        columns = jnp.minimum(rows * dim_m, before * num_rows)
+        cut_need = jnp.maximum(_ceil_div(rows, num_rows), _ceil_div(columns, num_rows))
+        return (tensor, columns, right), (q, cut_need)
+
+    levelled = len(sizes) > 1
+    start = (tensor, jnp.int32(min(dim_x, dim_m * bond * num_rows)),
+             _extent(front, 1) if levelled else jnp.int32(bond))
+    (tensor, _, _), (chain, cut_needs) = lax.scan(left_to_right, start,
+                                                  (positions, sites, constants["lags"]))
     last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
 
@@ -337,26 +408,45 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     front_q = jnp.where(trace & (count == 0), front_merged, front_q)
     count = jnp.where(trace, count, count + 1)
 
-    def cut(right: Any, site: Any) -> tuple[Any, Any, Any]:
-        matrix = (site.reshape(wide * dim_m, wide) @ right).reshape(wide, dim_m * bond)
+    def cut_at(size: int, right: Any, site: Any) -> tuple[Any, Any, Any]:
+        # on the leading block: site (d r, m, d r), right (d r, d); the kept rank may
+        # exceed d (up to D), so up to D singular vectors are kept
+        rows = size * num_rows
+        matrix = (site[:rows, :, :rows].reshape(rows * dim_m, rows) @ right[:rows, :size]) \
+            .reshape(rows, dim_m * size)
         us, s, vh = _svd(matrix, svd_algorithm)
         rank = device_kept_rank(s, epsrel, max_rank)
-        kept = (jnp.arange(bond) < rank).astype(s.dtype)
-        new_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
-        new_site = new_site * _used_columns(matrix, bond)[None, None, :]
-        return us[:, :bond] * kept.astype(dtype)[None, :], new_site, rank
+        keep = min(bond, s.shape[0])
+        kept = (jnp.arange(keep) < rank).astype(s.dtype)
+        new_site = (vh[:keep] * kept[:, None].astype(dtype)).reshape(keep, dim_m, size)
+        new_site = new_site * _used_columns(matrix, size)[None, None, :]
+        weighted = us[:, :keep] * kept.astype(dtype)[None, :]
+        return (_pad_to(weighted, (wide, bond)), _pad_to(new_site, (bond, dim_m, bond)),
+                rank)
 
     def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
         return right, jnp.zeros((bond, dim_m, bond), dtype), jnp.int32(0)
 
-    def right_to_left(right: Any, inputs: tuple[Any, Any]) -> tuple[Any, tuple[Any, Any]]:
-        j, site = inputs
-        right, new_site, rank = lax.cond(j < count, cut, skip, right, site)
-        return right, (new_site, rank)
+    cuts = [skip] + [functools.partial(cut_at, size) for size in sizes]
 
-    right, (new_sites, ranks) = lax.scan(
-        right_to_left, jnp.eye(wide, bond, dtype=dtype),
-        (positions, chain), reverse=True)
+    def right_to_left(carry: tuple[Any, Any], inputs: tuple[Any, Any, Any]
+                      ) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+        # used: used columns of right (the rank kept at the bond to the right)
+        right, used = carry
+        j, site, cut_need = inputs
+        level = _level(jnp.maximum(cut_need, used), sizes) if levelled else 0
+        branch = jnp.where(j < count, 1 + level, 0)
+        right, new_site, rank = lax.switch(branch, cuts, right, site)
+        return (right, jnp.where(j < count, rank, used)), (new_site, rank)
+
+    # the oldest chain site's used columns (the rest of the identity meets zeros)
+    oldest_used = jnp.int32(bond)
+    if levelled:
+        oldest_used = jnp.maximum(jnp.minimum(_extent(lax.dynamic_index_in_dim(
+            chain, jnp.maximum(count - 1, 0), 0, keepdims=False), 2), bond), 1)
+    (right, _), (new_sites, ranks) = lax.scan(
+        right_to_left, (jnp.eye(wide, bond, dtype=dtype), oldest_used),
+        (positions, chain, cut_needs), reverse=True)
     wanted = jnp.maximum(jnp.max(ranks), 1)
     front = front_q @ right
 
@@ -414,6 +504,24 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     return {}
 
 
+def site_levels(bond: int, num_rows: int, dim_m: int, platform: str) -> tuple[int, ...]:
+    """Smaller bond sizes at which a site of the whole-step kernel of bucket ``bond`` may
+    be worked on (see :func:`_step`): the :data:`SITE_LEVELS` largest sizes of the form
+    2^k (1 + i/8) below ``bond`` and not below half of it, on a CPU, when the work of a
+    site (~m (D r)^3 for a carrier of r rows) is at least :data:`SITE_LEVEL_WORK`; else
+    none (GPUs: not measured yet)."""
+    if platform != "cpu" or dim_m * (bond * num_rows) ** 3 < SITE_LEVEL_WORK:
+        return ()
+    grid = sorted({2**k + i * 2 ** (k - 3) for k in range(3, 14) for i in range(8)})
+    below = [size for size in grid if 2 * size >= bond and size < bond]
+    return tuple(below[-SITE_LEVELS:])
+
+
+def kernel_sizes(bond: int, levels: Sequence[int]) -> tuple[int, ...]:
+    """Ascending sizes a site of a kernel of bucket ``bond`` with ``levels`` works at."""
+    return tuple(size for size in sorted(levels) if size < bond) + (bond,)
+
+
 def compile_kernel(function: Callable[..., Any],
                    optimization_level: int = 1) -> Callable[..., Any]:
     """``jax.jit`` of ``function`` with full-precision matrix products.
@@ -436,10 +544,12 @@ def compile_kernel(function: Callable[..., Any],
 
 @functools.cache
 def _compiled_step(memory: int, max_rank: int | None, backend: str,
-                   oldest: str = "trace", svd: str = "default") -> Callable[..., tuple[Any, ...]]:
+                   oldest: str = "trace", svd: str = "default",
+                   levels: tuple[int, ...] = ()) -> Callable[..., tuple[Any, ...]]:
     return compile_kernel(functools.partial(_step, memory=memory, max_rank=max_rank,
                                             oldest=oldest,
-                                            svd_algorithm=_svd_algorithm(svd, backend)))
+                                            svd_algorithm=_svd_algorithm(svd, backend),
+                                            levels=levels))
 
 
 class CompiledWindow:
@@ -596,8 +706,7 @@ class CompiledWindow:
         from . import sitewise  # imports this module
 
         jax = self._jax
-        step = _compiled_step(self._memory, self._max_rank, jax.default_backend(),
-                              self._oldest, config.JAX_SVD)
+        step = self._step_kernel(bond)
         matrix = jax.ShapeDtypeStruct((self._dim_x, self._dim_x), self._dtype)
         args = (jax.ShapeDtypeStruct((self._dim_x, bond), self._dtype),
                 jax.ShapeDtypeStruct((self.capacity, bond, self._dim_m, bond), self._dtype),
@@ -608,6 +717,19 @@ class CompiledWindow:
             step.lower(*args).compile()
 
         return sitewise.compile_ahead(job)
+
+    def _step_kernel(self, bond: int) -> Callable[..., tuple[Any, ...]]:
+        """The compiled step for bucket ``bond`` (with its :func:`site_levels`)."""
+        backend = self._jax.default_backend()
+        levels = site_levels(bond, self._num_rows, self._dim_m, backend)
+        return _compiled_step(self._memory, self._max_rank, backend, self._oldest,
+                              config.JAX_SVD, levels)
+
+    def _site_size(self, bond: int) -> int:
+        """Size at which the kernel of bucket ``bond`` works on a site that holds the
+        largest rank of the last chunks (see :func:`site_levels`)."""
+        levels = site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend())
+        return next(size for size in kernel_sizes(bond, levels) if size >= self._held_largest)
 
     def load_host_window(self, window: Sequence[Any], log_scale: float,
                          bond: int = 1) -> None:
@@ -772,7 +894,8 @@ class CompiledWindow:
         left behind by ranks that fell would otherwise cost ~D^3 on every later step.
         """
         target = bond_bucket(self._held_largest, self._min_bond)
-        work = (target / self.bond) ** 3
+        # the largest sites work at the smallest kernel size that holds them (site levels)
+        work = (self._site_size(target) / self._site_size(self.bond)) ** 3
         saving = steps_left * self._step_seconds * (1.0 - work)
         if target < self.bond and work <= SHRINK_WORK and saving > SHRINK_SECONDS:
             self._resize(target, self.capacity)
@@ -791,8 +914,7 @@ class CompiledWindow:
                 final_count = self._next_count(final_count)
             if not self._memory and final_count > self.capacity:
                 self._resize(self.bond, bond_bucket(final_count))
-            step = _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
-                                  self._oldest, config.JAX_SVD)
+            step = self._step_kernel(self.bond)
             front, sites, count, log_scale = self._front, self._sites, self._count_device, \
                 self._log_scale
             outputs = []
