@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import Future
 
 import numpy
 import pytest
@@ -226,14 +227,22 @@ def test_first_growth_takes_the_smallest_bucket_that_fits():
     numpy.testing.assert_allclose(small, reference, rtol=0, atol=1e-10)
 
 
-def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise():
+def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise(monkeypatch):
     """A redo costs a whole chunk: while the largest rank rises the chunks are one step
     long, and the bucket grows before a steady rise would overflow it (not for a jump,
-    which may stop anywhere)."""
+    which may stop anywhere); the bucket of the growth after that is compiled ahead."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
     _, tempo = run_tempo(model, parameters, 0.3, initial_bond=40, chunk=8)
     engine = tempo._engine
+    ahead = []
+
+    def compile_step_ahead(self, bond):
+        ahead.append(bond)
+        return Future()
+
+    monkeypatch.setattr(compiled.CompiledWindow, "compile_step_ahead", compile_step_ahead)
+    monkeypatch.setattr(config, "JAX_SITEWISE", "off")  # whole steps at every bucket
     engine.max_rank_seen, engine._stride, engine._growth, engine._grown = 30, 8, 0, False
     engine._plan_next_chunk(30, 8)  # the largest rank held: longer chunks, up to 8
     assert engine._stride == 8 and engine.bond == 40
@@ -242,19 +251,38 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise():
     assert engine._stride == 4
     engine._plan_next_chunk(36, 2)  # +3 per step: one-step chunks
     assert engine._stride == 1 and engine._growth == 3 and engine.bond == 40
+    assert ahead == []  # not steady yet
     engine._plan_next_chunk(38, 1)  # steady: 38 + 2 still fits
-    assert engine.bond == 40
+    assert engine.bond == 40 and ahead == [48]  # 38 + 2 + 2 will not: compiled ahead
     engine._plan_next_chunk(39, 1)  # steady: 39 + 1 fits
-    assert engine.bond == 40
+    assert engine.bond == 40 and ahead == [48]  # 48 is on its way
     engine._plan_next_chunk(40, 1)  # steady: 40 + 1 would not fit: grow now
     assert engine.max_rank_seen == 40
     assert engine.bond == compiled.bond_bucket(40 + 1) == 48  # first growth: no headroom
+    assert ahead == [48, compiled.bond_bucket(math.ceil(compiled.GROWTH_HEADROOM * 42))]
     engine._plan_next_chunk(47, 1)  # +7 <= 25 % of 40: steady; 47 + 7 > 48
     headroom = math.ceil(compiled.GROWTH_HEADROOM * 54)  # a cheap bucket grown before
     assert engine.bond == compiled.bond_bucket(headroom) == 72
+    assert ahead[-1] == 80  # for 47 + 2 * 7 = 61 with headroom
     engine._stride, engine._growth = 4, 0
     engine._plan_next_chunk(70, 1)  # a jump after a pause is not steady: no growth
-    assert engine.bond == 72 and engine._stride == 1
+    assert engine.bond == 72 and engine._stride == 1 and len(ahead) == 3
+    monkeypatch.setattr(config, "JAX_SITEWISE", "on")
+    engine._compile_growth_ahead(96)  # a bucket that will run site by site: no kernel
+    assert len(ahead) == 3
+
+
+def test_a_step_waits_for_its_kernel_compiled_ahead_or_drops_a_job_not_started():
+    engine = compiled.CompiledWindow.__new__(compiled.CompiledWindow)
+    queued, running = Future(), Future()
+    running.set_running_or_notify_cancel()
+    engine._ahead = {48: queued, 56: running}
+    engine._await_ahead(48)
+    assert queued.cancelled() and 48 not in engine._ahead
+    threading.Timer(0.2, running.set_result, [None]).start()
+    engine._await_ahead(56)
+    assert running.done() and engine._ahead == {}
+    engine._await_ahead(64)  # nothing ahead: nothing to do
 
 
 def test_a_bucket_left_above_the_ranks_shrinks_with_the_same_result(monkeypatch):

@@ -641,6 +641,8 @@ class CompiledWindow:
         #: the window once it runs site by site (from bucket SITEWISE_BOND on), else None
         self._sitewise: Any = None
         self._site_lags: list[Any] = []
+        #: kernels of buckets being compiled ahead (see :meth:`_compile_growth_ahead`)
+        self._ahead: dict[int, Any] = {}
 
     @property
     def bond(self) -> int:
@@ -852,9 +854,14 @@ class CompiledWindow:
         """Bucket after a bond wanted ``wanted`` > D: the smallest that holds it the first
         time, with :data:`GROWTH_HEADROOM` after that (the bond is still rising) while
         steps are cheap (below :data:`CHEAP_BOND`)."""
+        bond = self._growth_bucket(wanted)
+        self._grown = True
+        return bond
+
+    def _growth_bucket(self, wanted: int) -> int:
+        """:meth:`grown_bond` without recording the growth."""
         cheap = bond_bucket(wanted, self._min_bond) <= CHEAP_BOND
         headroom = GROWTH_HEADROOM if self._grown and cheap else 1.0
-        self._grown = True
         return bond_bucket(math.ceil(headroom * wanted), self._min_bond)
 
     def _plan_next_chunk(self, largest: int, steps: int) -> None:
@@ -884,6 +891,23 @@ class CompiledWindow:
             self._resize(self.grown_bond(expected), self.capacity)
         elif self._held >= 2 and self._sitewise is None:
             self._shrink(self._steps_left - steps)
+        if steady and self._sitewise is None:
+            self._compile_growth_ahead(self._growth_bucket(expected + growth))
+
+    def _compile_growth_ahead(self, bond: int) -> None:
+        """While the bonds rise steadily, compile the kernel of the bucket that the
+        coming growth will take in the background (:meth:`compile_step_ahead`), so
+        that the steps do not wait for it (B3: ~2.5 s per bucket, one every step or
+        two at steps of 10-20 s)."""
+        if bond > self.bond and bond not in self._ahead and not self._sitewise_at(bond):
+            self._ahead[bond] = self.compile_step_ahead(bond)
+
+    def _await_ahead(self, bond: int) -> None:
+        """Before the first step in bucket ``bond``: drop its compilation ahead if it has
+        not started, else wait for it (the step then finds the kernel compiled)."""
+        future = self._ahead.pop(bond, None)
+        if future is not None and not future.cancel():
+            future.exception()  # waits; a failed job leaves the compilation to the step
 
     def _shrink(self, steps_left: int) -> None:
         """Re-pad to the smallest bucket that holds the ranks of the chunks since the
@@ -914,6 +938,7 @@ class CompiledWindow:
                 final_count = self._next_count(final_count)
             if not self._memory and final_count > self.capacity:
                 self._resize(self.bond, bond_bucket(final_count))
+            self._await_ahead(self.bond)
             step = self._step_kernel(self.bond)
             front, sites, count, log_scale = self._front, self._sites, self._count_device, \
                 self._log_scale
@@ -954,17 +979,24 @@ class CompiledWindow:
         """Whether the steps should now run site by site: from bucket
         :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, once the window holds two sites,
         if ``NONMARKOV_JAX_SITEWISE`` allows it on this device."""
+        return self._sitewise_at(self.bond) and self._count >= 2
+
+    def _sitewise_at(self, bond: int) -> bool:
+        """Whether bucket ``bond`` runs site by site (see :meth:`_sitewise_due`)."""
         from . import sitewise  # imports this module
 
         choice = config.JAX_SITEWISE
         allowed = choice == "on" or (choice == "auto" and self._jax.default_backend() == "cpu")
-        return allowed and self.bond >= sitewise.SITEWISE_BOND and self._count >= 2
+        return allowed and bond >= sitewise.SITEWISE_BOND
 
     def _switch_to_sitewise(self) -> None:
         """Hand the window to :class:`~nonmarkov.tn.sitewise.SitewiseWindow` (once per run:
         one fetch of the window, cut to the used part of every bond)."""
         from .sitewise import SitewiseWindow
 
+        for future in self._ahead.values():  # whole-step kernels no longer wanted
+            future.cancel()
+        self._ahead.clear()
         front, sites = self._jax.device_get((self._front, self._sites[:self._count]))
         right_end = self._final_bond if self._oldest == "finalize" else 1
         self._sitewise = SitewiseWindow.from_padded(
