@@ -23,7 +23,8 @@ measures the steps where B3 spends its time instead:
 
 Each ``--jax-runs`` item is one JAX process with these settings on top of
 the environment (``svd=`` sets NONMARKOV_JAX_SVD, ``sitewise=``
-NONMARKOV_JAX_SITEWISE; ``default`` changes nothing); each reaches the
+NONMARKOV_JAX_SITEWISE, ``levels=`` NONMARKOV_JAX_SITE_LEVELS; ``default``
+changes nothing); each reaches the
 checkpoint itself, and NumPy starts from the first one's window.
 ``--fastest out.json`` prints the settings of the run with the least step
 time without compilation as environment assignments (for ``env``).
@@ -45,7 +46,7 @@ import time
 import numpy as np
 
 import bench_jax
-from nonmarkov.config import VALID_JAX_SITEWISE, VALID_JAX_SVD
+from nonmarkov.config import VALID_JAX_SITE_LEVELS, VALID_JAX_SITEWISE, VALID_JAX_SVD
 
 PT_PROBLEMS = [name for name, spec in bench_jax.PROBLEMS.items() if spec.get("kind") == "pt"]
 SEED = 20261130
@@ -166,7 +167,8 @@ def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
 
 #: ``--jax-runs`` keys and the environment variables they set
 RUN_SETTINGS = {"svd": ("NONMARKOV_JAX_SVD", VALID_JAX_SVD),
-                "sitewise": ("NONMARKOV_JAX_SITEWISE", VALID_JAX_SITEWISE)}
+                "sitewise": ("NONMARKOV_JAX_SITEWISE", VALID_JAX_SITEWISE),
+                "levels": ("NONMARKOV_JAX_SITE_LEVELS", VALID_JAX_SITE_LEVELS)}
 
 
 def run_environment(label: str) -> dict[str, str]:

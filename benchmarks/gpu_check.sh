@@ -14,10 +14,13 @@
 #      epsrel 1e-7) to t = 4.5 (bond ~250), then two steps are timed on JAX
 #      and on NumPy with all CPU cores from the same window, with a check
 #      that both did the same steps: the steps where a whole B3 spends its
-#      time (NumPy would take hours for all of it). On a GPU three JAX runs:
+#      time (NumPy would take hours for all of it). On a GPU four JAX runs:
 #      default SVD, NONMARKOV_JAX_SVD=eigh, and eigh site by site
 #      (NONMARKOV_JAX_SITEWISE=on: per-site buckets that follow the bond
-#      profile, many small kernels; off on GPUs by default until measured);
+#      profile, many small kernels; off on GPUs by default until measured)
+#      and eigh with site levels (NONMARKOV_JAX_SITE_LEVELS=on: the
+#      whole-step kernel works on each site at one of a few smaller sizes
+#      that holds its bonds; off on GPUs by default until measured);
 #   4. B3 up to t = 4 end to end: NumPy with all CPU cores against JAX (cold:
 #      with compilation) with the settings that were fastest in 3;
 #   5. the backend-agreement tests with --backend jax;
@@ -95,8 +98,8 @@ bench() {  # bench NAME LIMIT ARGS...: bench_jax.py with its JSON in $out/NAME.j
         --jax-platform "$platform" --json "$out/$name.json" "$@"
 }
 runs=(default)
-[ "$platform" = cuda ] && runs=(default svd=eigh svd=eigh,sitewise=on)
-run_section b3_steps 250 "$PYTHON" benchmarks/bench_pt_steps.py --jax-platform "$platform" \
+[ "$platform" = cuda ] && runs=(default svd=eigh svd=eigh,sitewise=on svd=eigh,levels=on)
+run_section b3_steps 300 "$PYTHON" benchmarks/bench_pt_steps.py --jax-platform "$platform" \
     --at 4.5 --steps 2 --jax-runs "${runs[@]}" --numpy-blas-threads 0 \
     --json "$out/b3_steps.json"
 read -r -a best <<< "$("$PYTHON" benchmarks/bench_pt_steps.py --fastest "$out/b3_steps.json")"

@@ -539,7 +539,8 @@ def test_info_names_the_device():
 # sites worked on at smaller sizes than the bucket (site levels)
 # --------------------------------------------------------------------------
 
-def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu():
+def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu(monkeypatch):
+    monkeypatch.setattr(config, "JAX_SITE_LEVELS", "auto")
     assert compiled.site_levels(20, 5, 9, "cpu") == (14, 15, 16, 18)
     assert compiled.site_levels(64, 5, 9, "cpu") == (48, 52, 56, 60)
     for bond in (12, 24, 40, 100, 512):
@@ -550,6 +551,22 @@ def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu():
     assert compiled.site_levels(20, 5, 9, "gpu") == ()
     assert compiled.site_levels(12, 3, 4, "cpu") == ()  # B1-size work: one size
     assert compiled.kernel_sizes(8, ()) == (8,)
+    monkeypatch.setattr(config, "JAX_SITE_LEVELS", "on")
+    assert compiled.site_levels(20, 5, 9, "gpu") == (14, 15, 16, 18)
+    assert compiled.site_levels(12, 3, 4, "gpu") == ()
+    monkeypatch.setattr(config, "JAX_SITE_LEVELS", "off")
+    assert compiled.site_levels(20, 5, 9, "cpu") == ()
+    code = "import nonmarkov.config as c; print(c.JAX_SITE_LEVELS)"
+    for value, valid in [("ON", True), ("", True), ("always", False)]:
+        environment = dict(os.environ, NONMARKOV_JAX_SITE_LEVELS=value)
+        result = subprocess.run([sys.executable, "-c", code], env=environment,
+                                capture_output=True, text=True)
+        assert (result.returncode == 0) == valid
+        if valid:
+            assert result.stdout.strip() == ("on" if value else "auto")
+        else:
+            assert "NONMARKOV_JAX_SITE_LEVELS" in result.stderr
+            assert "'auto', 'on', 'off'" in result.stderr
 
 
 def force_site_levels(monkeypatch, levels):

@@ -23,6 +23,11 @@ The environment is read once, at import, and validated:
   own bucket, once the bond dimension reaches 64 (see
   :mod:`nonmarkov.tn.sitewise`). ``auto``: on CPUs (measured there), not on
   GPUs/TPUs, where many small compilations may cost more than they save.
+- ``NONMARKOV_JAX_SITE_LEVELS``: ``auto`` (default), ``on`` or ``off``: whether
+  the whole-step kernel of a large bond bucket also works on sites at a few
+  smaller sizes, the smallest that holds each site's bonds (see
+  :func:`nonmarkov.tn.compiled.site_levels`). ``auto``: on CPUs (measured
+  there), not on GPUs/TPUs until measured there.
 - ``NONMARKOV_JAX_HOST_START``: ``on`` (default) or ``off``: whether TEMPO
   and PT-TEMPO on JAX run their first steps on the host with NumPy while XLA
   compiles the step kernel in a background thread, and move the window to the
@@ -40,6 +45,7 @@ VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "silent")
 VALID_JAX_SVD = ("default", "qr", "divide_and_conquer", "jacobi", "polar", "eigh")
 VALID_JAX_SITEWISE = ("auto", "on", "off")
+VALID_JAX_SITE_LEVELS = ("auto", "on", "off")
 VALID_JAX_HOST_START = ("on", "off")
 
 # Defaults of the numerical parameters, shared by all algorithms.
@@ -73,6 +79,8 @@ PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
 JAX_SITEWISE = _from_environment("NONMARKOV_JAX_SITEWISE", "auto", VALID_JAX_SITEWISE)
+JAX_SITE_LEVELS = _from_environment("NONMARKOV_JAX_SITE_LEVELS", "auto",
+                                   VALID_JAX_SITE_LEVELS)
 JAX_HOST_START = _from_environment("NONMARKOV_JAX_HOST_START", "on", VALID_JAX_HOST_START)
 
 

@@ -507,10 +507,13 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
 def site_levels(bond: int, num_rows: int, dim_m: int, platform: str) -> tuple[int, ...]:
     """Smaller bond sizes at which a site of the whole-step kernel of bucket ``bond`` may
     be worked on (see :func:`_step`): the :data:`SITE_LEVELS` largest sizes of the form
-    2^k (1 + i/8) below ``bond`` and not below half of it, on a CPU, when the work of a
-    site (~m (D r)^3 for a carrier of r rows) is at least :data:`SITE_LEVEL_WORK`; else
-    none (GPUs: not measured yet)."""
-    if platform != "cpu" or dim_m * (bond * num_rows) ** 3 < SITE_LEVEL_WORK:
+    2^k (1 + i/8) below ``bond`` and not below half of it, when the work of a site
+    (~m (D r)^3 for a carrier of r rows) is at least :data:`SITE_LEVEL_WORK` and
+    ``NONMARKOV_JAX_SITE_LEVELS`` allows them on ``platform`` (``auto``: on a CPU;
+    GPUs not measured yet); else none."""
+    choice = config.JAX_SITE_LEVELS
+    allowed = choice == "on" or (choice == "auto" and platform == "cpu")
+    if not allowed or dim_m * (bond * num_rows) ** 3 < SITE_LEVEL_WORK:
         return ()
     grid = sorted({2**k + i * 2 ** (k - 3) for k in range(3, 14) for i in range(8)})
     below = [size for size in grid if 2 * size >= bond and size < bond]
