@@ -11,7 +11,7 @@ that XLA compiles it once per shape:
   ``S[L, D, m, D]`` (capacity L sites, bond dimension D); only the first
   ``n`` sites are in use (``n`` is a device scalar). Both sweeps are
   ``lax.scan`` over the L sites; a site beyond ``n`` skips its work
-  (``lax.cond``), so a growing window compiles nothing new;
+  (``lax.switch``), so a growing window compiles nothing new;
 - D is taken from a list of bucket sizes (:data:`BOND_BUCKETS`); the kept
   rank is decided on the device and singular values beyond it are set to
   zero, so a padded bond carries exact zeros and the result does not depend
@@ -327,6 +327,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     epsrel = constants["epsrel"]
     positions = jnp.arange(capacity, dtype=jnp.int32)
     sizes = kernel_sizes(bond, levels)
+    levelled = len(sizes) > 1
 
     # couple the new point to the front and open the carrier bond (x, m, D, r)
     theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
@@ -372,7 +373,6 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         cut_need = jnp.maximum(_ceil_div(rows, num_rows), _ceil_div(columns, num_rows))
         return (tensor, columns, right), (q, cut_need)
 
-    levelled = len(sizes) > 1
     start = (tensor, jnp.int32(min(dim_x, dim_m * bond * num_rows)),
              _extent(front, 1) if levelled else jnp.int32(bond))
     (tensor, _, _), (chain, cut_needs) = lax.scan(left_to_right, start,
