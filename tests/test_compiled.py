@@ -426,7 +426,11 @@ def test_eigh_svd_in_single_precision_stays_as_close_to_double(monkeypatch):
 # host round trips
 # --------------------------------------------------------------------------
 
-def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk():
+@pytest.mark.parametrize("levels", [None, (2, 3, 4, 6)])
+def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(levels, monkeypatch):
+    """Also with site levels: their sizes are chosen on the device."""
+    if levels is not None:
+        force_site_levels(monkeypatch, levels)
     system, bath, rho0 = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
     saved = compiled.DEFAULT_CHUNK
