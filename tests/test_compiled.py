@@ -5,8 +5,13 @@
   and agree with the NumPy backend; the padding holds exact zeros (QR with
   zero columns, bonds seen alike from both sides); the first growth of the
   bucket takes the smallest one that fits;
+- during a steady rise the bucket of the coming growth is compiled ahead; a
+  step waits for it or drops a job not started;
+- site levels: sites worked on at smaller sizes inside a bucket give the
+  full bucket's step (one kernel call) and NumPy's runs (TEMPO, PT-TEMPO);
+  the rule for the sizes, the device and the environment variable;
 - after compilation the steps make no implicit host transfers and fetch
-  once per chunk;
+  once per chunk (also with site levels);
 - single precision runs in complex64 and stays close to double;
 - the QR + eigensolver factorisation (``NONMARKOV_JAX_SVD=eigh``) is exact,
   cuts like the SVD, gives NumPy's runs, also in single precision;
