@@ -465,7 +465,10 @@ def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(levels, monke
 # single precision
 # --------------------------------------------------------------------------
 
-def test_single_precision_is_complex64_end_to_end_and_close_to_double():
+@pytest.mark.parametrize("levels", [None, (3, 4, 6, 8)])
+def test_single_precision_is_complex64_end_to_end_and_close_to_double(levels, monkeypatch):
+    if levels is not None:  # sites at smaller sizes too
+        force_site_levels(monkeypatch, levels)
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-5, dkmax=8)
     double, _ = run_tempo(model, parameters, 1.5)
