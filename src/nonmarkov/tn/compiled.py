@@ -723,18 +723,20 @@ class CompiledWindow:
 
         return sitewise.compile_ahead(job)
 
+    def _levels(self, bond: int) -> tuple[int, ...]:
+        """:func:`site_levels` of bucket ``bond`` for this window on this device."""
+        return site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend())
+
     def _step_kernel(self, bond: int) -> Callable[..., tuple[Any, ...]]:
-        """The compiled step for bucket ``bond`` (with its :func:`site_levels`)."""
-        backend = self._jax.default_backend()
-        levels = site_levels(bond, self._num_rows, self._dim_m, backend)
-        return _compiled_step(self._memory, self._max_rank, backend, self._oldest,
-                              config.JAX_SVD, levels)
+        """The compiled step for bucket ``bond`` (with its site levels)."""
+        return _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
+                              self._oldest, config.JAX_SVD, self._levels(bond))
 
     def _site_size(self, bond: int) -> int:
         """Size at which the kernel of bucket ``bond`` works on a site that holds the
         largest rank of the last chunks (see :func:`site_levels`)."""
-        levels = site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend())
-        return next(size for size in kernel_sizes(bond, levels) if size >= self._held_largest)
+        sizes = kernel_sizes(bond, self._levels(bond))
+        return next(size for size in sizes if size >= self._held_largest)
 
     def load_host_window(self, window: Sequence[Any], log_scale: float,
                          bond: int = 1) -> None:
