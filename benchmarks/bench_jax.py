@@ -90,7 +90,7 @@ def _model(spin: str):
 
 def _trace_chunks() -> None:
     """Print every chunk of compiled steps to stderr (steps, bucket, sites, seconds)."""
-    from nonmarkov.tn import compiled
+    from nonmarkov.engines.jax import window as compiled
 
     run_chunk = compiled.CompiledWindow._run_chunk
 
@@ -120,7 +120,7 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
     if backend == "jax":
         import jax
 
-        from nonmarkov.tn import host_start
+        from nonmarkov.engines.jax import host_start
 
         def listener(event: str, duration: float, **_: object) -> None:
             # [0]: what the computing thread waited for; [1]: kernels compiled in the

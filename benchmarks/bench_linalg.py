@@ -60,7 +60,7 @@ def step_memory(bonds: list[int], algorithms: dict) -> None:
     import jax
     import jax.numpy as jnp
 
-    from nonmarkov.tn import compiled
+    from nonmarkov.engines.jax import window as compiled
 
     sites, classes, carrier = 29, 4, 3
     constants = {"projector": jnp.eye(classes, dtype=complex),
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     from jax import lax
 
     device = jax.devices()[0]
-    from nonmarkov.tn import compiled
+    from nonmarkov.engines.jax import window as compiled
 
     algorithms = {"default": None}
     for name in ("QR", "JACOBI", "POLAR", "DIVIDE_AND_CONQUER"):

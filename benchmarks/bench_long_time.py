@@ -88,9 +88,9 @@ def reference_curve(path: str | None = None) -> np.ndarray:
 def run_method(method: str, num_steps: int, epsrel: float) -> dict:
     """Build the PT with ``method`` and compute ``num_steps`` steps; times and curve."""
     nm, system, bath, rho0 = spin_boson_model()
-    from nonmarkov.pt_divide import pt_divide_and_conquer_compute
-    from nonmarkov.pt_repeated import pt_repeated_block_compute
-    from nonmarkov.uniform_pt import UniformPtBuilder, compute_uniform_dynamics
+    from nonmarkov.methods.pt_divide import pt_divide_and_conquer_compute
+    from nonmarkov.methods.pt_repeated import pt_repeated_block_compute
+    from nonmarkov.methods.uniform import UniformPtBuilder, compute_uniform_dynamics
 
     parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=epsrel)
     start = time.perf_counter()
@@ -196,7 +196,7 @@ def long_worker(num_steps: int, epsrel: float) -> dict:
     """One long run with the uniform PT (called in its own process)."""
     start = time.perf_counter()
     nm, system, bath, rho0 = spin_boson_model()
-    from nonmarkov.uniform_pt import (
+    from nonmarkov.methods.uniform import (
         UniformPtBuilder,
         compute_steady_state,
         compute_uniform_dynamics,

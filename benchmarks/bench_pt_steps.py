@@ -82,7 +82,7 @@ def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
     """Run to the checkpoint on JAX, save the window, time ``steps`` more steps."""
     import jax
 
-    from nonmarkov.pt_tempo import compiled_pt_window
+    from nonmarkov.methods.pt_tempo import compiled_pt_window
 
     compile_seconds = [0.0]
 
@@ -94,7 +94,7 @@ def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
     jax.monitoring.register_event_duration_secs_listener(listener)
     # site by site, kernels may be compiled in a background thread: count the time the
     # steps wait for a kernel as compilation too
-    from nonmarkov.tn import sitewise
+    from nonmarkov.engines.jax import sitewise
 
     lookup = sitewise._executable
 
@@ -140,7 +140,7 @@ def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
 def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
     """Load the window and time ``steps`` steps with the NumPy kernels."""
     from nonmarkov._threads import hot_loop_threads
-    from nonmarkov.pt_tempo import pt_window_step
+    from nonmarkov.methods.pt_tempo import pt_window_step
 
     _, pt_tempo, parameters = _pt_tempo(problem, at, steps)
     influence = pt_tempo._influence

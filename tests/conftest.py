@@ -30,7 +30,7 @@ test cannot change what the next one runs on.
 
 On JAX, TEMPO and PT-TEMPO would run the first steps of a short test problem
 on the host with NumPy while the step kernel compiles
-(``NONMARKOV_JAX_HOST_START``, :mod:`nonmarkov.tn.host_start`); the tests
+(``NONMARKOV_JAX_HOST_START``, :mod:`nonmarkov.engines.jax.host_start`); the tests
 switch that off (autouse fixture) so that the compiled kernels are what they
 check. ``tests/test_host_start.py`` tests the host start itself.
 """

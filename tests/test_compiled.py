@@ -1,4 +1,4 @@
-"""The compiled TEMPO window (``nonmarkov.tn.compiled``) of the JAX backend.
+"""The compiled TEMPO window (``nonmarkov.engines.jax.window``) of the JAX backend.
 
 - the device-side kept-rank rule equals ``tn.truncation.kept_rank``;
 - results do not depend on the bond bucket (padding) nor on the chunking,
@@ -41,13 +41,13 @@ import pytest
 import nonmarkov as nm
 from models import SX, SZ, spin_boson
 from nonmarkov import backends, config
-from nonmarkov.tn import truncation
+from nonmarkov.kernels import truncation
 
 pytestmark = pytest.mark.skip_backend("numpy", "the compiled window is JAX-only")
 
 jax = pytest.importorskip("jax")
-compiled = pytest.importorskip("nonmarkov.tn.compiled")
-sitewise = pytest.importorskip("nonmarkov.tn.sitewise")
+compiled = pytest.importorskip("nonmarkov.engines.jax.window")
+sitewise = pytest.importorskip("nonmarkov.engines.jax.sitewise")
 
 
 
@@ -746,7 +746,7 @@ def two_process_tensors():
 @pytest.mark.parametrize("num_baths", [1, 2])
 def test_scanned_dynamics_agrees_with_the_step_loop(two_process_tensors, monkeypatch,
                                                     num_baths, record_all):
-    from nonmarkov.tn import compiled_chain
+    from nonmarkov.engines.jax import chain as compiled_chain
 
     calls = []
     original = compiled_chain.run_chain
@@ -768,7 +768,7 @@ def test_scanned_dynamics_agrees_with_the_step_loop(two_process_tensors, monkeyp
 
 
 def test_dynamics_with_control_keeps_the_step_loop(two_process_tensors, monkeypatch):
-    from nonmarkov.tn import compiled_chain
+    from nonmarkov.engines.jax import chain as compiled_chain
 
     monkeypatch.setattr(compiled_chain, "run_chain", None)  # any use would fail
     system = nm.System(0.5 * SX)
@@ -797,7 +797,7 @@ def test_scanned_dynamics_of_a_prefix_uses_the_whole_process_tensor(two_process_
 
 
 # --------------------------------------------------------------------------
-# site-by-site steps for large bonds (nonmarkov.tn.sitewise)
+# site-by-site steps for large bonds (nonmarkov.engines.jax.sitewise)
 # --------------------------------------------------------------------------
 
 def cubes(plan):

@@ -7,7 +7,7 @@ import pytest
 import scipy.integrate
 
 import nonmarkov
-from nonmarkov.correlations import CUTOFF_TYPES, SHAPES
+from nonmarkov.model.correlations import CUTOFF_TYPES, SHAPES
 
 ALPHA, WC = 0.1, 3.0
 

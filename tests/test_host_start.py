@@ -1,4 +1,4 @@
-"""The host start of the compiled window (``nonmarkov.tn.host_start``), JAX only.
+"""The host start of the compiled window (``nonmarkov.engines.jax.host_start``), JAX only.
 
 While XLA compiles the step kernel, TEMPO and PT-TEMPO run their first steps
 on the host with NumPy and then move the window to the device. Checked here:
@@ -34,8 +34,8 @@ from nonmarkov.backends import numerical_backend
 pytestmark = pytest.mark.skip_backend("numpy", "the host start is part of the JAX backend")
 
 jax = pytest.importorskip("jax")
-compiled = pytest.importorskip("nonmarkov.tn.compiled")
-host_start = pytest.importorskip("nonmarkov.tn.host_start")
+compiled = pytest.importorskip("nonmarkov.engines.jax.window")
+host_start = pytest.importorskip("nonmarkov.engines.jax.host_start")
 
 
 
@@ -268,7 +268,7 @@ def test_host_start_choice_comes_from_the_environment():
 
 
 def test_a_cancelled_compilation_ahead_does_not_run():
-    sitewise = pytest.importorskip("nonmarkov.tn.sitewise")
+    sitewise = pytest.importorskip("nonmarkov.engines.jax.sitewise")
     started, release = threading.Event(), threading.Event()
     ran: list[int] = []
 

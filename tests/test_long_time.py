@@ -17,10 +17,9 @@ import pytest
 import scipy.linalg
 
 import nonmarkov as nm
-from nonmarkov import backends
-from nonmarkov.pt_repeated import pt_repeated_block_compute
-from nonmarkov.uniform_pt import (
-    UniformProcessTensor,
+from nonmarkov import UniformProcessTensor, backends
+from nonmarkov.methods.pt_repeated import pt_repeated_block_compute
+from nonmarkov.methods.uniform import (
     compute_steady_state,
     compute_uniform_dynamics,
     pt_uniform_compute,

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import nonmarkov as nm
-from nonmarkov.io import FORMAT_VERSION, ProcessTensorFileError
+from nonmarkov.process_tensors.file import FORMAT_VERSION, ProcessTensorFileError
 from test_tempo import driven_spin_boson
 
 PARAMETERS = {"dt": 0.1, "epsrel": 1e-8, "dkmax": 3}
@@ -138,7 +138,7 @@ def test_reading_out_early_from_a_file_pt_gives_the_prefix(model, memory_dynamic
     """The streamed caps: num_steps < len and record_all=False on a file PT, with
     every step tensor read twice, some of them, or each once."""
     if cache_bytes is not None:
-        monkeypatch.setattr(importlib.import_module("nonmarkov.dynamics"),
+        monkeypatch.setattr(importlib.import_module("nonmarkov.methods.dynamics"),
                             "_STREAM_CACHE_BYTES", cache_bytes)
     system, _, rho0 = model
     file_pt = nm.import_process_tensor(pt_file)

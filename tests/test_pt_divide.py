@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import nonmarkov as nm
-from nonmarkov.pt_divide import pt_divide_and_conquer_compute
+from nonmarkov.methods.pt_divide import pt_divide_and_conquer_compute
 from test_long_time import driven_spin_boson_model, sequential
 from test_tempo import SZ, assert_coherences_match, independent_boson_problem
 
@@ -129,8 +129,8 @@ def test_zip_split_keeps_the_discarded_weight_below_epsrel(epsrel):
     a loose cut, an SVD for a tight one): u orthonormal, and the part it
     drops has norm <= epsrel times the largest singular value, with a rank
     close to the SVD's (spectrum decaying like 10^-j/4)."""
-    from nonmarkov.tn.combine import _split_off_left
-    from nonmarkov.tn.truncation import kept_rank
+    from nonmarkov.kernels.combine import _split_off_left
+    from nonmarkov.kernels.truncation import kept_rank
 
     rng = np.random.default_rng(7)
     rows, cols = 24, 200
@@ -149,7 +149,7 @@ def test_file_target_checked_before_the_work(tmp_path, monkeypatch):
     """pt_tempo_compute(method=...) with a file: an existing file without
     overwrite is refused before anything is computed; True streams to an
     automatic temporary name; the file holds the same PT."""
-    import nonmarkov.pt_divide
+    import nonmarkov.methods.pt_divide
 
     system, bath, rho0 = driven_spin_boson_model()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=2)
@@ -160,7 +160,7 @@ def test_file_target_checked_before_the_work(tmp_path, monkeypatch):
         raise AssertionError("computed before the file target was checked")
 
     with monkeypatch.context() as patch:
-        patch.setattr(nonmarkov.pt_divide, "pt_divide_and_conquer_compute", must_not_run)
+        patch.setattr(nonmarkov.methods.pt_divide, "pt_divide_and_conquer_compute", must_not_run)
         with pytest.raises(FileExistsError, match="overwrite"):
             nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, method="divide_and_conquer",
                                 process_tensor_file=str(filename))

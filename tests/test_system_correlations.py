@@ -22,7 +22,7 @@ import pytest
 import scipy.linalg
 
 import nonmarkov as nm
-from nonmarkov.system_correlations import compute_correlations, compute_correlations_nt
+from nonmarkov.methods.correlations import compute_correlations, compute_correlations_nt
 from test_tempo import SX, SY, SZ, g_and_p, pure_state, spectral_density
 
 SIGMA_MINUS = np.array([[0.0, 0.0], [1.0, 0.0]], dtype=complex)

@@ -24,7 +24,7 @@ import scipy.integrate
 import scipy.linalg
 
 import nonmarkov as nm
-from nonmarkov.system_correlations import compute_correlations
+from nonmarkov.methods.correlations import compute_correlations
 from test_tempo import SIGMA_MINUS, SX, SY, SZ, pure_state
 
 SILENT = {"progress_type": "silent"}

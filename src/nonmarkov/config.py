@@ -16,22 +16,22 @@ The environment is read once, at import, and validated:
   ``jacobi`` or ``polar`` (the last two on GPUs/TPUs only), all the same
   results to rounding; or ``eigh`` (GPUs/TPUs only): QR decompositions and
   Hermitian eigensolvers instead of the SVD (singular values to ~eps^(3/4)
-  s_0, the same cuts; see :func:`nonmarkov.tn.compiled._eigh_svd`). A tuning knob for
+  s_0, the same cuts; see :func:`nonmarkov.engines.jax.window._eigh_svd`). A tuning knob for
   accelerators, where the SVDs of large bonds dominate a step.
 - ``NONMARKOV_JAX_SITEWISE``: ``auto`` (default), ``on`` or ``off``: whether
   the compiled window runs its steps site by site, each site padded to its
   own bucket, once the bond dimension reaches 64 (see
-  :mod:`nonmarkov.tn.sitewise`). ``auto``: on CPUs (measured there), not on
+  :mod:`nonmarkov.engines.jax.sitewise`). ``auto``: on CPUs (measured there), not on
   GPUs/TPUs, where many small compilations may cost more than they save.
 - ``NONMARKOV_JAX_SITE_LEVELS``: ``auto`` (default), ``on`` or ``off``: whether
   the whole-step kernel of a large bond bucket also works on sites at a few
   smaller sizes, the smallest that holds each site's bonds (see
-  :func:`nonmarkov.tn.compiled.site_levels`). ``auto``: on CPUs (measured
+  :func:`nonmarkov.engines.jax.window.site_levels`). ``auto``: on CPUs (measured
   there), not on GPUs/TPUs until measured there.
 - ``NONMARKOV_JAX_HOST_START``: ``on`` (default) or ``off``: whether TEMPO
   and PT-TEMPO on JAX run their first steps on the host with NumPy while XLA
   compiles the step kernel in a background thread, and move the window to the
-  device once the kernel is ready (see :mod:`nonmarkov.tn.host_start`). The
+  device once the kernel is ready (see :mod:`nonmarkov.engines.jax.host_start`). The
   results are the same to rounding (~1e-14); the number of host steps depends
   on the compile time, so ``off`` gives runs that repeat bit for bit.
 """

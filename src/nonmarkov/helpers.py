@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as default_np
 
-from .correlations import BaseCorrelations
-from .parameters import TempoParameters
+from .model.correlations import BaseCorrelations
+from .model.parameters import TempoParameters
 
 
 def plot_correlations_with_parameters(correlations: BaseCorrelations,

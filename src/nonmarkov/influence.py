@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as default_np
 
-from .bath import Bath
+from .model.bath import Bath
 
 
 class DiscretisedInfluence:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as default_np
 
-from .. import _validation as check
-from ..io_utils import atomic_path
-from ..process_tensor import BaseProcessTensor, SimpleProcessTensor
+from .. import validation as check
+from ..io.atomic import atomic_path
+from .base import BaseProcessTensor, SimpleProcessTensor
 
 FORMAT_NAME = "nonmarkov-process-tensor"
 FORMAT_VERSION = 1

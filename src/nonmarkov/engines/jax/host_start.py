@@ -1,13 +1,14 @@
 """Host start of a compiled window: steps on the host while XLA compiles.
 
-XLA compiles the whole-step kernel of :class:`~nonmarkov.tn.compiled.CompiledWindow`
+XLA compiles the whole-step kernel of :class:`~nonmarkov.engines.jax.window.CompiledWindow`
 in about a second on a CPU (more on a GPU), as long as a short TEMPO run takes
 on NumPy. With ``NONMARKOV_JAX_HOST_START=on`` (the default) the kernel is
-compiled in the background compiler thread of :mod:`nonmarkov.tn.sitewise`
+compiled in the background compiler thread of :mod:`nonmarkov.engines.jax.sitewise`
 while the calling thread advances the window with the NumPy step of
-:mod:`nonmarkov.tn.window` (:func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`);
+:mod:`nonmarkov.kernels.window`
+(:func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`);
 once the kernel is ready the window moves to the device
-(:meth:`~nonmarkov.tn.compiled.CompiledWindow.load_host_window`) and the steps
+(:meth:`~nonmarkov.engines.jax.window.CompiledWindow.load_host_window`) and the steps
 go on there. If the bond outgrows the bucket being compiled, the next bucket is
 compiled instead. The host steps stop at bond :data:`HOST_START_BOND`, where a
 step on the host costs more than waiting for a compilation would on an
@@ -24,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import config
-from ..backends.numerical_backend import numpy_in_this_thread
-from .compiled import CompiledWindow, bond_bucket
+from ... import config
+from ...backends.numerical_backend import numpy_in_this_thread
+from .window import CompiledWindow, bond_bucket
 
 #: The host steps stop once a bond of the window reaches this dimension.
 HOST_START_BOND = 64

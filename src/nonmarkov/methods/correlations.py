@@ -34,23 +34,23 @@ from typing import Any
 
 import numpy as default_np
 
-from . import _validation as check
-from . import config
-from ._threads import hot_loop_threads
-from .backends.host import to_backend
-from .backends.numerical_backend import np
-from .control import Control
+from .. import config
+from .. import validation as check
+from .._threads import hot_loop_threads
+from ..backends.host import to_backend
+from ..backends.numerical_backend import np
+from ..kernels.chain import apply_superoperator, close_bonds
+from ..model.control import Control
+from ..model.operators import left_super, right_super
+from ..model.system import BaseSystem
+from ..process_tensors.base import BaseProcessTensor
+from ..progress import Progress
 from .dynamics import (
     ProcessTensorOnBackend,
     PropagatorTransfer,
     check_dynamics_inputs,
     propagate_step,
 )
-from .operators import left_super, right_super
-from .process_tensor import BaseProcessTensor
-from .progress import Progress
-from .system import BaseSystem
-from .tn.chain import apply_superoperator, close_bonds
 
 TIME_ORDERS = ("ordered", "anti", "full")
 OPERATOR_SIDES = ("left", "right")

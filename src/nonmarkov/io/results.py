@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as default_np
 
-from . import _validation as check
-from .io_utils import atomic_path
+from .. import validation as check
+from .atomic import atomic_path
 
 
 class Dynamics:

@@ -1,6 +1,6 @@
 """Compiled (``jax.jit``) contraction of process tensors with a system state.
 
-The steps of :mod:`nonmarkov.tn.chain` for a whole run at once: the state
+The steps of :mod:`nonmarkov.kernels.chain` for a whole run at once: the state
 ``v[b_1, ..., b_n, alpha]`` is carried through a ``lax.scan`` over the
 steps; at each step the half-step propagators and every process tensor's
 transforms and step tensor are applied, and (optionally) the bonds are closed
@@ -78,7 +78,7 @@ def _run(state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...]
 
 @functools.cache
 def _compiled_run(record_all: bool, backend: str) -> Any:
-    from .compiled import compile_kernel
+    from .window import compile_kernel
 
     return compile_kernel(functools.partial(_run, record_all=record_all))
 

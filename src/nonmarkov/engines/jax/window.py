@@ -1,10 +1,10 @@
 """Compiled (``jax.jit``) window step of TEMPO for the JAX backend.
 
-The same step as :func:`nonmarkov.tn.window.advance_window` with
+The same step as :func:`nonmarkov.kernels.window.advance_window` with
 ``oldest='keep'``/``'trace'`` (couple a new point to the memory window,
 orthonormalise left to right with QR, cut every bond right to left at its
 Schmidt values with the ``epsrel`` and multiplet rules of
-:func:`nonmarkov.tn.truncation.kept_rank`), written with static shapes so
+:func:`nonmarkov.kernels.truncation.kept_rank`), written with static shapes so
 that XLA compiles it once per shape:
 
 - the window is stored padded: the front ``F[x, D]`` and the older sites
@@ -33,15 +33,15 @@ that XLA compiles it once per shape:
   and works on each site at the smallest one that holds its bonds, chosen on
   the device from the used extent of the padded arrays (``lax.switch``), so
   that a site costs ~its own size^3 and nothing is planned on the host;
-- from bucket :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, where a step
+- from bucket :data:`~nonmarkov.engines.jax.sitewise.SITEWISE_BOND` on, where a step
   costs more than a kernel dispatch per site, the window is handed to
-  :class:`~nonmarkov.tn.sitewise.SitewiseWindow`, which gives every site
+  :class:`~nonmarkov.engines.jax.sitewise.SitewiseWindow`, which gives every site
   its own padded shape (the bonds of a window vary along it, and one bucket
   for all sites would multiply the work); ``NONMARKOV_JAX_SITEWISE`` says
   on which devices.
 
 The optional ``max_rank`` caps every bond like ``max_rank`` of
-:func:`nonmarkov.tn.window.advance_window`.
+:func:`nonmarkov.kernels.window.advance_window`.
 
 With ``oldest='finalize'`` (PT-TEMPO) the point whose memory has ended is
 split off instead of traced: the oldest tensor is cut with an SVD (device
@@ -64,8 +64,8 @@ from typing import Any
 
 import numpy as default_np
 
-from .. import config
-from .truncation import MULTIPLET_TOLERANCE
+from ... import config
+from ...kernels.truncation import MULTIPLET_TOLERANCE
 
 #: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
 #: Steps of at most 25 % below :data:`CHEAP_BOND` (4, 6, 8, 10, 12, 14, 16, 20, ..., 56)
@@ -130,7 +130,7 @@ def _jax() -> tuple[Any, Any, Any]:
 def device_kept_rank(singular_values: Any, epsrel: Any, max_rank: int | None = None) -> Any:
     """Kept rank of a descending spectrum, on the device (traceable, no host sync).
 
-    The rule of :func:`nonmarkov.tn.truncation.kept_rank`: the smallest k with
+    The rule of :func:`nonmarkov.kernels.truncation.kept_rank`: the smallest k with
     sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0, at least 1, extended over a
     multiplet of nearly equal values, at most ``max_rank``. Trailing zeros
     (padding) do not change the result. Returns an int32 scalar array.
@@ -568,7 +568,7 @@ class CompiledWindow:
     lag_rows : callable, ``lag_rows(lag)`` -> (r, m) lag matrix rows for lag >= 2.
     out_map : (x, x) applied to every read-out vector (e.g. back to the
         original basis).
-    epsrel : truncation threshold (see :mod:`nonmarkov.tn.truncation`).
+    epsrel : truncation threshold (see :mod:`nonmarkov.kernels.truncation`).
     memory : number of points kept (dkmax), or None for no memory cut.
     dtype : complex dtype of the window.
     log_scale : log of the factor ``front`` was divided by.
@@ -656,7 +656,7 @@ class CompiledWindow:
 
     @property
     def sitewise(self) -> bool:
-        """Whether the steps run site by site (:mod:`nonmarkov.tn.sitewise`)."""
+        """Whether the steps run site by site (:mod:`nonmarkov.engines.jax.sitewise`)."""
         return self._sitewise is not None
 
     @property
@@ -706,7 +706,7 @@ class CompiledWindow:
 
     def compile_step_ahead(self, bond: int) -> Any:
         """Compile the step kernel for bucket ``bond`` (and the current capacity) in
-        the background compiler thread (:func:`nonmarkov.tn.sitewise.compile_ahead`);
+        the background compiler thread (:func:`nonmarkov.engines.jax.sitewise.compile_ahead`);
         returns its ``concurrent.futures.Future``. The steps then find it compiled."""
         from . import sitewise  # imports this module
 
@@ -741,10 +741,10 @@ class CompiledWindow:
     def load_host_window(self, window: Sequence[Any], log_scale: float,
                          bond: int = 1) -> None:
         """Continue from a window that was advanced on the host (see
-        :mod:`nonmarkov.tn.host_start`).
+        :mod:`nonmarkov.engines.jax.host_start`).
 
         ``window``: newest first, the front (1, x, k) normalised, then the sites
-        (k, m, k') of :mod:`nonmarkov.tn.window` (at most the capacity); its
+        (k, m, k') of :mod:`nonmarkov.kernels.window` (at most the capacity); its
         front's log-scale ``log_scale``. Padded to the smallest bucket that
         holds every bond and ``bond``; moved to the device in one transfer.
         """
@@ -982,7 +982,7 @@ class CompiledWindow:
 
     def _sitewise_due(self) -> bool:
         """Whether the steps should now run site by site: from bucket
-        :data:`~nonmarkov.tn.sitewise.SITEWISE_BOND` on, once the window holds two sites,
+        :data:`~nonmarkov.engines.jax.sitewise.SITEWISE_BOND` on, once the window holds two sites,
         if ``NONMARKOV_JAX_SITEWISE`` allows it on this device."""
         return self._sitewise_at(self.bond) and self._count >= 2
 
@@ -995,7 +995,7 @@ class CompiledWindow:
         return allowed and bond >= sitewise.SITEWISE_BOND
 
     def _switch_to_sitewise(self) -> None:
-        """Hand the window to :class:`~nonmarkov.tn.sitewise.SitewiseWindow` (once per run:
+        """Hand the window to :class:`~nonmarkov.engines.jax.sitewise.SitewiseWindow` (once per run:
         one fetch of the window, cut to the used part of every bond)."""
         from .sitewise import SitewiseWindow
 

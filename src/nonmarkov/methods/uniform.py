@@ -34,7 +34,7 @@ Untruncated (tiny epsrel) this reproduces sequential PT-TEMPO with the same
 memory cut to rounding.
 
 On the JAX backend the 2K window steps of the build run as the compiled
-PT-TEMPO kernel (:class:`nonmarkov.tn.compiled.CompiledWindow`); the rest of
+PT-TEMPO kernel (:class:`nonmarkov.engines.jax.window.CompiledWindow`); the rest of
 the build (Schmidt cut, overlaps, the non-symmetric eigensolver) runs on the
 host. The dynamics and the steady state run on the active backend.
 """
@@ -45,206 +45,29 @@ from typing import Any
 
 import numpy as default_np
 
-from . import _validation as check
-from ._threads import hot_loop_threads
-from .backends import use_backend
-from .backends.host import host_eig, to_backend
-from .backends.numerical_backend import np
-from .bath import Bath
-from .influence import DiscretisedInfluence
-from .parameters import TempoParameters
-from .process_tensor import SimpleProcessTensor
-from .progress import Progress, check_progress_type
-from .results import Dynamics
-from .system import BaseSystem, System
-from .tempo import check_parameters
-from .tn.blocks import (
+from .. import validation as check
+from .._threads import hot_loop_threads
+from ..backends import use_backend
+from ..backends.host import host_eig, to_backend
+from ..backends.numerical_backend import np
+from ..influence import DiscretisedInfluence
+from ..io.results import Dynamics
+from ..kernels.blocks import (
     contract_from_newest,
     dense_transfer,
     left_orthonormalise,
     shifted_overlap,
     split_last_bond,
 )
-from .tn.chain import apply_step_tensor, apply_superoperator
-from .tn.window import advance_window, normalise
-
-
-class UniformProcessTensor:
-    """A process tensor whose step tensor repeats after a start block.
-
-    Step k < K uses ``start_tensors[k]``, every later step ``tensor``; the
-    bond after step k >= K - 1 is closed by ``end_vector`` (traced future).
-
-    Parameters
-    ----------
-    hilbert_space_dimension : system dimension d.
-    dt : time step.
-    start_tensors : K tensors T_k[b, b', c]; the first has b = 1, the last
-        b' = chi.
-    tensor : T[b, b', c], shape (chi, chi, m), the tensor of every later step.
-    end_vector : (chi,) closes the bond with a traced future (fixed point of
-        the trace-weighted transfer matrix).
-    transform_in, transform_out : (d^2, d^2) basis maps (None: identity).
-    classes : (d^2,) class of each Liouville index (None: identity).
-    name, description : optional text.
-    """
-
-    def __init__(self, hilbert_space_dimension: int, dt: float, start_tensors: Any,
-                 tensor: Any, end_vector: Any, transform_in: Any = None,
-                 transform_out: Any = None, classes: Any = None, name: str | None = None,
-                 description: str | None = None):
-        self._dimension = check.positive_integer(hilbert_space_dimension,
-                                                 "hilbert_space_dimension")
-        self._dt = check.positive_number(dt, "dt")
-        d2 = self._dimension**2
-        classes = default_np.arange(d2) if classes is None else default_np.asarray(classes)
-        if classes.shape != (d2,) or classes.dtype.kind not in "iu" or classes.min() < 0:
-            raise ValueError(f"classes must be {d2} non-negative integers")
-        self._classes = classes.astype(int)
-        m = int(classes.max()) + 1
-        tensor = default_np.asarray(tensor, dtype=complex)
-        if tensor.ndim != 3 or tensor.shape[0] != tensor.shape[1] or tensor.shape[2] != m:
-            raise ValueError(f"tensor must have shape (chi, chi, {m}); got {tensor.shape}")
-        chi = tensor.shape[0]
-        end_vector = default_np.asarray(end_vector, dtype=complex)
-        if end_vector.shape != (chi,):
-            raise ValueError(f"end_vector must have shape ({chi},); got {end_vector.shape}")
-        blocks = [default_np.asarray(t, dtype=complex) for t in start_tensors]
-        if not blocks:
-            raise ValueError("start_tensors must hold at least one tensor")
-        left = 1
-        for i, block in enumerate(blocks):
-            if block.ndim != 3 or block.shape[0] != left or block.shape[2] != m:
-                raise ValueError(f"start_tensors[{i}] must have shape ({left}, b', {m}); "
-                                 f"got {block.shape}")
-            left = block.shape[1]
-        if left != chi:
-            raise ValueError(f"the last start tensor must end on the bond of tensor ({chi}); "
-                             f"got {left}")
-        self._blocks = blocks
-        self._tensor = tensor
-        self._end = end_vector
-        weights = _trace_weights(self._classes, self._dimension)
-        caps = [end_vector]
-        for block in reversed(blocks[1:]):
-            caps.append(block @ weights @ caps[-1])
-        self._start_caps = caps[::-1]  # cap after start step k, k = 0..K-1
-        eye = default_np.identity(d2, dtype=complex)
-        self._transform_in = eye if transform_in is None else check.square_matrix(
-            transform_in, "transform_in", d2)
-        self._transform_out = eye if transform_out is None else check.square_matrix(
-            transform_out, "transform_out", d2)
-        self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
-        self.description = "" if description is None else str(description)
-
-    @property
-    def dimension(self) -> int:
-        """System dimension d."""
-        return self._dimension
-
-    hilbert_space_dimension = dimension
-
-    @property
-    def dt(self) -> float:
-        """Time step."""
-        return self._dt
-
-    @property
-    def bond_dimension(self) -> int:
-        """chi, the dimension of the repeating bond."""
-        return self._tensor.shape[0]
-
-    @property
-    def num_start_steps(self) -> int:
-        """K, the number of steps of the start block (the memory cut)."""
-        return len(self._blocks)
-
-    @property
-    def tensor(self) -> default_np.ndarray:
-        """T[b, b', c] (chi, chi, m), the tensor of every step after the start block."""
-        return self._tensor.copy()
-
-    @property
-    def start_tensors(self) -> list[default_np.ndarray]:
-        """The K tensors of the first steps (the bath with no past)."""
-        return [block.copy() for block in self._blocks]
-
-    @property
-    def end_vector(self) -> default_np.ndarray:
-        """(chi,) cap for a traced future."""
-        return self._end.copy()
-
-    @property
-    def classes(self) -> default_np.ndarray:
-        """Class of each Liouville index, (d^2,)."""
-        return self._classes.copy()
-
-    @property
-    def transform_in(self) -> default_np.ndarray:
-        """(d^2, d^2) map of vec(rho) into the tensor's basis."""
-        return self._transform_in.copy()
-
-    @property
-    def transform_out(self) -> default_np.ndarray:
-        """(d^2, d^2) map back to the system's basis."""
-        return self._transform_out.copy()
-
-    def get_step_tensor(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
-        """(T[b, b', c], classes) of ``step`` (any step >= 0)."""
-        step = check.positive_integer(step, "step", minimum=0)
-        tensor = self._blocks[step] if step < len(self._blocks) else self._tensor
-        return tensor, self._classes
-
-    def get_cap(self, step: int) -> default_np.ndarray:
-        """Vector that closes the bond after ``step`` with a traced future."""
-        step = check.positive_integer(step, "step", minimum=0)
-        return self._start_caps[step] if step < len(self._blocks) else self._end
-
-    def trace_transfer_matrix(self) -> default_np.ndarray:
-        """E[b, b'] = sum_c w_c T[b, b', c], w = 1/d on each diagonal index."""
-        return self._tensor @ _trace_weights(self._classes, self._dimension)
-
-    def to_process_tensor(self, num_steps: int, name: str | None = None,
-                          description: str | None = None) -> SimpleProcessTensor:
-        """The finite process tensor of ``num_steps`` steps (same format as PT-TEMPO).
-
-        The last step absorbs its cap; the repeated steps share one array
-        (no copies on the host).
-        """
-        num_steps = check.positive_integer(num_steps, "num_steps")
-        pt = SimpleProcessTensor(
-            self._dimension, self._dt, transform_in=self._transform_in,
-            transform_out=self._transform_out, classes=self._classes,
-            name=self.name if name is None else name,
-            description=self.description if description is None else description)
-        for step in range(num_steps - 1):
-            pt.set(step, self.get_step_tensor(step)[0])
-        last = num_steps - 1
-        pt.set(last, default_np.einsum("bcx,c->bx", self.get_step_tensor(last)[0],
-                                       self.get_cap(last))[:, None, :])
-        return pt
-
-    def __str__(self) -> str:
-        return (f"UniformProcessTensor {self.name!r}: dt={self.dt}, dimension "
-                f"{self.dimension}, bond dimension {self.bond_dimension}, "
-                f"start block of {self.num_start_steps} steps")
-
-
-def _trace_weights(classes: default_np.ndarray, dimension: int) -> default_np.ndarray:
-    """w[c]: 1/d for each diagonal Liouville index (a, a), summed per class."""
-    weights = default_np.zeros(int(classes.max()) + 1)
-    for a in range(dimension):
-        weights[classes[a * dimension + a]] += 1.0 / dimension
-    return weights
-
-
-def check_memory_parameters(parameters: Any) -> TempoParameters:
-    """``parameters`` as TempoParameters with a memory cut, else a clear error."""
-    parameters = check_parameters(parameters)
-    if parameters.dkmax is None:
-        raise ValueError("a uniform process tensor needs a memory cut: give TempoParameters "
-                         "with tcut or dkmax (full memory has no repeating tensor)")
-    return parameters
+from ..kernels.chain import apply_step_tensor, apply_superoperator
+from ..kernels.window import advance_window, normalise
+from ..model.bath import Bath
+from ..model.parameters import TempoParameters
+from ..model.system import BaseSystem, System
+from ..process_tensors.base import trace_weights
+from ..process_tensors.uniform import UniformProcessTensor
+from ..progress import Progress, check_progress_type
+from . import checks
 
 
 def _window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
@@ -329,7 +152,7 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
         window, finalized, max_bond = steps(influence, k, build_epsrel, progress)
     # window: points k..2k-1 (newest first); finalized: points 0..k-1 (oldest first)
     chain, singular_values, coefficients = split_last_bond(left_orthonormalise(window), epsrel)
-    weights = _trace_weights(influence.classes, influence.bath.dimension)
+    weights = trace_weights(influence.classes, influence.bath.dimension)
     weights_b = to_backend(weights)
     moved = shifted_overlap(chain, own, lags)  # M[c, s', s]
     host_tensor = default_np.transpose(default_np.asarray(np.to_host(moved)), (2, 1, 0))
@@ -381,7 +204,7 @@ class UniformPtBuilder:
                  name: str | None = None, description: str | None = None):
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
-        self._parameters = check_memory_parameters(parameters)
+        self._parameters = checks.memory_parameters(parameters)
         self.bath = bath
         self.unique = bool(unique)
         self.name = "Unnamed UniformProcessTensor" if name is None else str(name)

@@ -1,6 +1,6 @@
 """Site-by-site compiled window step for large bond dimensions (JAX backend).
 
-The whole-step kernel of :mod:`nonmarkov.tn.compiled` pads every site of
+The whole-step kernel of :mod:`nonmarkov.engines.jax.window` pads every site of
 the window to one bond bucket. When the bonds are large and vary along the
 window (small next to the newest point, where the bond left of position j
 is at most x m^j, large further on), that padding multiplies the work:
@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as default_np
 
-from ..backends import numerical_backend
-from . import compiled
-from .compiled import bond_bucket, compile_kernel, device_kept_rank
+from ...backends import numerical_backend
+from . import window as compiled
+from .window import bond_bucket, compile_kernel, device_kept_rank
 
-#: From this bond bucket on, :class:`nonmarkov.tn.compiled.CompiledWindow` runs its
+#: From this bond bucket on, :class:`nonmarkov.engines.jax.window.CompiledWindow` runs its
 #: steps site by site: a step then costs ~0.1 s or more, next to which ~2 dispatches
 #: per site (~30 us each) are nothing, and following the bond profile saves up to
 #: half of the factorisation work.
@@ -422,7 +422,7 @@ def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any
 
     front (x, b_0), sites[j] (b_j, m, b_{j+1}) for the n sites besides the
     front, log_scale (), between and second (x, x), ``constants`` as for
-    :func:`nonmarkov.tn.compiled._step`, ``lags[j]`` (r, m) the lag rows of
+    :func:`nonmarkov.engines.jax.window._step`, ``lags[j]`` (r, m) the lag rows of
     window position j (lag j + 2). ``plan[k]`` is the bucket of bond k of the
     new window (and, for ``'finalize'``, ``plan[n]`` that of the bond to the
     finalised site). ``oldest``: ``'trace'`` or ``'finalize'``; the oldest
@@ -519,7 +519,7 @@ class SitewiseWindow:
     front : (x, b_0) host array; sites : host arrays (b_j, m, b_{j+1}).
     log_scale : device scalar. profile : kept rank of every bond (host ints,
     bond k left of site k, the last one to the right of the oldest site).
-    constants : device arrays as for :func:`nonmarkov.tn.compiled._step`.
+    constants : device arrays as for :func:`nonmarkov.engines.jax.window._step`.
     memory, max_rank, oldest, svd_algorithm : as for the whole-step kernel.
     """
 

@@ -105,7 +105,7 @@ def compress_chain(sites: list[Any], epsrel: float,
 
     A QR sweep left to right makes the chain left-orthonormal (exact), then
     an SVD sweep right to left truncates each bond (optimal in the 2-norm of
-    the whole chain, as in :func:`nonmarkov.tn.window.truncate_right_to_left`).
+    the whole chain, as in :func:`nonmarkov.kernels.window.truncate_right_to_left`).
     Returns the chain (right-orthonormal, unit norm in the first site) and
     the log of the norm divided out.
     """

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as default_np
 
-from . import _validation as check
-from . import config
+from .. import config
+from .. import validation as check
 from .bath import Bath
 from .system import BaseSystem
 

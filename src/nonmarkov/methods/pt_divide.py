@@ -21,7 +21,7 @@ that follows it identifies A's tail with the rows of B's first K sites: the
 chain of the product is A's points, the K site-wise products of A's tail
 with B's first K sites (bond chi_A chi_B there), and the rest of B; it is
 zipped and recompressed by one SVD sweep (``epsrel``, the library's rule;
-:func:`nonmarkov.tn.combine.multiply_overlapping`). At the end of
+:func:`nonmarkov.kernels.combine.multiply_overlapping`). At the end of
 the run the tail is closed with the row x = 0 (a population: every factor
 I_l(0, .) = 1, so points after the end have no influence), and the n point
 sites are the step tensors T[b, b', c] of a PT-TEMPO-format process tensor.
@@ -48,18 +48,18 @@ from typing import Any, NamedTuple
 
 import numpy as default_np
 
-from ._threads import hot_loop_threads
-from .backends import use_backend
-from .backends.host import to_backend
-from .backends.numerical_backend import np
-from .bath import Bath
-from .influence import DiscretisedInfluence
-from .parameters import TempoParameters
-from .process_tensor import SimpleProcessTensor
-from .progress import Progress, check_progress_type
-from .pt_tempo import check_pt_interval, process_tensor_metadata
-from .tempo import check_parameters
-from .tn.combine import close_right_end, compress_chain, multiply_overlapping
+from .._threads import hot_loop_threads
+from ..backends import use_backend
+from ..backends.host import to_backend
+from ..backends.numerical_backend import np
+from ..influence import DiscretisedInfluence
+from ..kernels.combine import close_right_end, compress_chain, multiply_overlapping
+from ..model.bath import Bath
+from ..model.parameters import TempoParameters
+from ..process_tensors.base import SimpleProcessTensor
+from ..progress import Progress, check_progress_type
+from . import checks
+from .metadata import process_tensor_metadata
 
 #: The overlap is zipped with cuts at this fraction of epsrel before the final sweep.
 ZIP_FACTOR = 0.1
@@ -155,8 +155,8 @@ def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float
     Untruncated it equals sequential PT-TEMPO to rounding; truncated, the
     error is set by ``epsrel`` (docs/long_time.md).
     """
-    parameters = check_parameters(parameters)
-    start_time, end_time, num_steps = check_pt_interval(bath, start_time, end_time,
+    parameters = checks.tempo_parameters(parameters)
+    start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time,
                                                         parameters.dt)
     progress_type = check_progress_type(progress_type)
     influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)

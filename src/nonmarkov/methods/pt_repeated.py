@@ -5,7 +5,7 @@ steps consists of a start block of K steps (the bath has no past), one
 tensor that repeats for every later step, and a cap at the end (Cygorek,
 Keeling, Lovett & Gauger, PRX 14, 011010 (2024): with a memory cut the
 PT-MPO is built from repeatable blocks, so the cost stops growing with N).
-The block is computed once by :mod:`nonmarkov.uniform_pt` (2K memory-window
+The block is computed once by :mod:`nonmarkov.methods.uniform` (2K memory-window
 steps, then one Schmidt decomposition at the cut between the two halves) and
 assembled into a :class:`~nonmarkov.SimpleProcessTensor` in exactly the
 format of PT-TEMPO: the same classes, basis transforms and T[b, b', c]
@@ -18,12 +18,13 @@ more expensive and is used instead (same format, same result).
 
 from __future__ import annotations
 
-from .bath import Bath
-from .parameters import TempoParameters
-from .process_tensor import SimpleProcessTensor
-from .progress import check_progress_type
-from .pt_tempo import PtTempo, check_pt_interval
-from .uniform_pt import UniformPtBuilder, check_memory_parameters
+from ..model.bath import Bath
+from ..model.parameters import TempoParameters
+from ..process_tensors.base import SimpleProcessTensor
+from ..progress import check_progress_type
+from . import checks
+from .pt_tempo import PtTempo
+from .uniform import UniformPtBuilder
 
 
 def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
@@ -45,8 +46,8 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
     Agrees with sequential PT-TEMPO to rounding when untruncated; truncated,
     the error is set by ``epsrel`` like PT-TEMPO's (see docs/long_time.md).
     """
-    parameters = check_memory_parameters(parameters)
-    start_time, end_time, num_steps = check_pt_interval(bath, start_time, end_time,
+    parameters = checks.memory_parameters(parameters)
+    start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time,
                                                         parameters.dt)
     progress_type = check_progress_type(progress_type)
     label = "Unnamed repeated-block PT" if name is None else str(name)

@@ -1,7 +1,7 @@
 """Kernels for uniform (repeating) process-tensor blocks.
 
 Chains are lists of site tensors ``M[l, p, r]`` in the order of the memory
-window (:mod:`nonmarkov.tn.window`): site 0 is the newest point, ``l`` points
+window (:mod:`nonmarkov.kernels.window`): site 0 is the newest point, ``l`` points
 towards newer sites and ``r`` towards older ones. ``p`` is a class index.
 
 Everything here is a function of arrays written against the backend proxy;

@@ -1,0 +1,1 @@
+"""Engines: one implementation per backend of the window and chain interfaces (:mod:`.base`)."""

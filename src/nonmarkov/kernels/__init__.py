@@ -1,0 +1,2 @@
+"""Pure array functions (tensor-network kernels) against the backend proxy:
+no physics, no configuration."""

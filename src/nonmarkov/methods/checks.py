@@ -1,0 +1,76 @@
+"""Checks shared by the algorithms: model objects, parameters, intervals, target files.
+
+Each raises a ``TypeError``/``ValueError`` naming the argument and what is
+allowed, before any computation starts.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from typing import Any
+
+from ..model.bath import Bath
+from ..model.parameters import TempoParameters, check_bath_interval
+from ..model.system import BaseSystem
+
+
+def model(system: Any, bath: Any) -> None:
+    """Raise unless ``system`` and ``bath`` are of the right types and dimensions."""
+    if not isinstance(system, BaseSystem):
+        raise TypeError(f"system must be a System or TimeDependentSystem; "
+                        f"got {type(system).__name__}")
+    if not isinstance(bath, Bath):
+        raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
+    if system.dimension != bath.dimension:
+        raise ValueError(f"the system has dimension {system.dimension} but the bath's coupling "
+                         f"operator has dimension {bath.dimension}")
+
+
+def tempo_parameters(parameters: Any) -> TempoParameters:
+    """Raise unless ``parameters`` is a ``TempoParameters``."""
+    if not isinstance(parameters, TempoParameters):
+        raise TypeError(f"parameters must be TempoParameters; got {type(parameters).__name__}")
+    return parameters
+
+
+def memory_parameters(parameters: Any) -> TempoParameters:
+    """``parameters`` as TempoParameters with a memory cut, else a clear error."""
+    parameters = tempo_parameters(parameters)
+    if parameters.dkmax is None:
+        raise ValueError("a uniform process tensor needs a memory cut: give TempoParameters "
+                         "with tcut or dkmax (full memory has no repeating tensor)")
+    return parameters
+
+
+def pt_interval(bath: Any, start_time: Any, end_time: Any,
+                      dt: float) -> tuple[float, float, int]:
+    """Check a process tensor's bath and interval; (start, end, number of steps)."""
+    start_time, end_time = check_bath_interval(bath, start_time, end_time)
+    num_steps = int(round((end_time - start_time) / dt))
+    if num_steps < 1:
+        raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
+                         f"half a time step dt={dt}")
+    return start_time, end_time, num_steps
+
+
+def process_tensor_file(process_tensor_file: Any, overwrite: bool) -> str | None:
+    """None, or the checked target filename (True: an automatic name)."""
+    if process_tensor_file is None or process_tensor_file is False:
+        return None
+    if process_tensor_file is True:
+        return os.path.join(tempfile.gettempdir(), f"pt_{uuid.uuid4().hex[:12]}.hdf5")
+    if not isinstance(process_tensor_file, (str, os.PathLike)) or not os.fspath(
+            process_tensor_file):
+        raise TypeError(f"process_tensor_file must be None, True or a filename; got "
+                        f"{process_tensor_file!r}")
+    filename = os.fspath(process_tensor_file)
+    directory = os.path.dirname(os.path.abspath(filename))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"process_tensor_file {filename!r}: directory {directory!r} "
+                                f"does not exist")
+    if os.path.exists(filename) and not overwrite:
+        raise FileExistsError(f"process_tensor_file {filename!r} exists; pass overwrite=True "
+                              f"to replace it")
+    return filename

@@ -1,0 +1,63 @@
+"""``pt_tempo_compute``: the process tensor of a bath by any construction method.
+
+The one place that chooses among the constructions (``method=``); the
+constructions themselves do not know of each other.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..model.bath import Bath
+from ..model.parameters import TempoParameters, guess_tempo_parameters
+from ..process_tensors.base import BaseProcessTensor
+from ..process_tensors.file import FileProcessTensor
+from . import checks
+from .pt_divide import pt_divide_and_conquer_compute
+from .pt_repeated import pt_repeated_block_compute
+from .pt_tempo import PtTempo
+
+PT_METHODS = ("sequential", "repeated_block", "divide_and_conquer")
+
+
+def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
+                     parameters: TempoParameters | None = None,
+                     tolerance: float | None = None, unique: bool = False,
+                     process_tensor_file: str | os.PathLike | bool | None = None,
+                     overwrite: bool = False,
+                     progress_type: str | None = None, name: str | None = None,
+                     description: str | None = None,
+                     method: str = "sequential") -> BaseProcessTensor:
+    """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
+
+    If ``parameters`` is None they are guessed (``tolerance`` as given).
+    ``process_tensor_file`` and ``overwrite`` as for :class:`PtTempo`.
+    ``method`` chooses the construction of the same kind of process tensor
+    (docs/long_time.md): ``'sequential'`` is PT-TEMPO step by step;
+    ``'divide_and_conquer'`` combines blocks of doubling length
+    (:func:`~nonmarkov.pt_divide_and_conquer_compute`, stationary bath, with
+    or without memory cut); ``'repeated_block'`` repeats one block of a
+    stationary bath with a memory cut
+    (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of N).
+    """
+    if method not in PT_METHODS:
+        raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
+    if parameters is None:
+        kwargs = {} if tolerance is None else {"tolerance": tolerance}
+        parameters = guess_tempo_parameters(bath, start_time, end_time, **kwargs)
+    if method != "sequential":
+        if not isinstance(overwrite, bool):
+            raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
+        target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work
+        construct = (pt_repeated_block_compute if method == "repeated_block"
+                     else pt_divide_and_conquer_compute)
+        pt = construct(bath, start_time, end_time, parameters, unique=unique,
+                       progress_type=progress_type, name=name, description=description)
+        if target is None:
+            return pt
+        pt.export(target, overwrite=overwrite)
+        return FileProcessTensor(target, "read")
+    pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique,
+                       process_tensor_file=process_tensor_file, overwrite=overwrite,
+                       name=name, description=description)
+    return pt_tempo.get_process_tensor(progress_type=progress_type)

@@ -1,0 +1,2 @@
+"""The model: operators, systems, spectral densities and correlations, baths,
+controls, parameters."""

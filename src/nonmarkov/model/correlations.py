@@ -1,0 +1,467 @@
+"""Bath correlation functions and their discretised double integrals.
+
+Convention (DESIGN.md section 1), with J(w) the spectral density:
+
+    C(tau) = int_0^inf J(w) [coth(w / 2T) cos(w tau) - i sin(w tau)] dw,
+
+and in imaginary time, for 0 <= tau <= 1/T,
+
+    C_M(tau) = int_0^inf J(w) cosh(w (1/2T - tau)) / sinh(w / 2T) dw.
+
+TEMPO needs the integrals of C(t' - t'') over squares and triangles of the
+time grid (``correlation_2d_integral``). They are computed once, on the host,
+with ``scipy.integrate.quad`` and cached per parameter set.
+
+For a spectral density the integral over the time region is done in closed
+form inside the frequency integral, so each value costs one adaptive 1-D
+quadrature (with an oscillatory weight for distant regions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as default_np
+import scipy.integrate
+
+from .. import config
+from .. import validation as check
+
+CUTOFF_TYPES = ("exponential", "gaussian", "hard")
+SHAPES = ("square", "upper-triangle", "lower-triangle", "rectangle")
+
+# Frequency range of the quadratures, in units of the cutoff: beyond it the
+# cutoff function is below 1e-26 (exponential) or 1e-43 (gaussian).
+_UPPER_LIMIT_IN_CUTOFFS = {"exponential": 60.0, "gaussian": 10.0, "hard": 1.0}
+_GAUSS_NODES, _GAUSS_WEIGHTS = default_np.polynomial.legendre.leggauss(48)
+
+
+def _weight_segments(delta: float, time_1: float, time_2: float | None,
+                     shape: str) -> list[tuple[float, float, float, float]]:
+    """Piecewise-linear weight w(tau) of a time region.
+
+    int_region f(t' - t'') dt'' dt' = int w(tau) f(tau) dtau. Returned as
+    segments (tau_a, tau_b, w(tau_a), w(tau_b)).
+    """
+    if shape == "square":
+        time_2 = time_1 + delta
+    if shape in ("square", "rectangle"):
+        length = time_2 - time_1
+        short, long_ = sorted((length, delta))
+        # convolution of two boxes: rises over `short`, flat, falls over `short`
+        start = time_1 - delta
+        points = [start, start + short, start + long_, start + long_ + short]
+        return [
+            (points[0], points[1], 0.0, short),
+            (points[1], points[2], short, short),
+            (points[2], points[3], short, 0.0),
+        ]
+    if shape == "upper-triangle":
+        return [(time_1, time_1 + delta, delta, 0.0)]
+    return [(time_1 - delta, time_1, 0.0, delta)]  # lower-triangle
+
+
+def _sinc(x: float) -> float:
+    """sin(x) / x for a float."""
+    return 1.0 - x * x / 6.0 if abs(x) < 1e-4 else math.sin(x) / x
+
+
+def _one_minus_cos_over_square(x: float) -> float:
+    """(1 - cos x) / x^2 for a float (the integrands call it per frequency)."""
+    if abs(x) < 1e-4:
+        return 0.5 - x * x / 24.0
+    return 2.0 * (math.sin(0.5 * x) / x) ** 2
+
+
+def _x_minus_sin_over_cube(x: float) -> float:
+    """(x - sin x) / x^3 for a float."""
+    if abs(x) < 1e-2:
+        x2 = x * x
+        return 1.0 / 6.0 - x2 / 120.0 + x2 * x2 / 5040.0
+    return (x - math.sin(x)) / x**3
+
+
+class BaseCorrelations:
+    """Interface of all bath correlation functions.
+
+    Subclasses implement ``correlation(tau)`` and ``correlation_2d_integral``.
+    """
+
+    def __init__(self, name: str | None = None, description: str | None = None):
+        self.name = "Unnamed Correlations" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+        self._cache: dict[tuple, complex] = {}
+
+    def correlation(self, tau: Any, epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+                    subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT) -> Any:
+        """C(tau) for a scalar or an array of times (complex)."""
+        raise NotImplementedError
+
+    def correlation_2d_integral(
+        self,
+        delta: float,
+        time_1: float,
+        time_2: float | None = None,
+        shape: str = "square",
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+        matsubara: bool = False,
+    ) -> complex:
+        """Double integral of C(t' - t'') over a region of the time plane.
+
+        With d = ``delta``, t1 = ``time_1``, t2 = ``time_2``:
+
+        - ``'square'``:         t' in [t1, t1 + d], t'' in [0, d]
+        - ``'upper-triangle'``: t' in [t1, t1 + d], t'' in [0, t' - t1]
+        - ``'lower-triangle'``: t' in [t1, t1 + d], t'' in [t' - t1, d]
+        - ``'rectangle'``:      t' in [t1, t2],     t'' in [0, d]
+
+        ``matsubara=True`` integrates the imaginary-time correlation C_M
+        instead (times are then imaginary times in [0, 1/T]). The result is
+        cached per argument set.
+        """
+        delta = check.positive_number(delta, "delta")
+        time_1 = check.real_number(time_1, "time_1")
+        check.choice(shape, SHAPES, "shape")
+        if shape == "rectangle":
+            if time_2 is None:
+                raise ValueError("shape='rectangle' needs time_2")
+            time_2 = check.real_number(time_2, "time_2")
+            if time_2 < time_1:
+                raise ValueError(f"time_2 ({time_2}) must be >= time_1 ({time_1})")
+        key = (delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara))
+        if key not in self._cache:
+            self._cache[key] = complex(self._region_integral(
+                delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara)))
+        return self._cache[key]
+
+    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit,
+                         matsubara) -> complex:
+        raise NotImplementedError
+
+    def max_correlation_time_estimate(self, tolerance: float = 1e-3) -> float:
+        """Smallest time tau_c with |C(tau)| <= tolerance * |C(0)| from tau_c on.
+
+        Found on a geometric grid of times; used to guess a memory cut.
+        """
+        c0 = abs(complex(self.correlation(0.0)))
+        if c0 == 0.0:
+            return 0.0
+        taus = default_np.geomspace(1e-3, 1e4, 161) * self._time_scale()
+        values = default_np.abs(default_np.asarray(self.correlation(taus))) / c0
+        above = default_np.nonzero(values > tolerance)[0]
+        if len(above) == 0:
+            return float(taus[0])
+        index = min(above[-1] + 1, len(taus) - 1)
+        return float(taus[index])
+
+    def _time_scale(self) -> float:
+        return 1.0
+
+
+class CustomCorrelations(BaseCorrelations):
+    """Correlations given directly by a function C(tau), tau >= 0.
+
+    ``correlation_function`` maps a float tau >= 0 to a complex number;
+    C(-tau) = C(tau)^* is used for negative times.
+    """
+
+    def __init__(self, correlation_function: Callable[[float], complex],
+                 name: str | None = None, description: str | None = None):
+        if not callable(correlation_function):
+            raise TypeError("correlation_function must be a callable tau -> complex")
+        try:
+            value = complex(correlation_function(0.0))
+        except Exception as error:  # noqa: BLE001 - re-raised with context
+            raise ValueError(f"correlation_function(0.0) failed: {error}") from error
+        if not math.isfinite(abs(value)):
+            raise ValueError("correlation_function(0.0) is not finite")
+        super().__init__(name, description)
+        self.correlation_function = correlation_function
+
+    def _scalar(self, tau: float) -> complex:
+        if tau >= 0:
+            return complex(self.correlation_function(tau))
+        return complex(self.correlation_function(-tau)).conjugate()
+
+    def correlation(self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+                    subdiv_limit=config.DEFAULT_SUBDIV_LIMIT):
+        """C(tau) for a scalar or array of times."""
+        taus = default_np.asarray(tau, dtype=float)
+        values = default_np.array([self._scalar(t) for t in taus.reshape(-1)], dtype=complex)
+        return values.reshape(taus.shape) if taus.ndim else complex(values[0])
+
+    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit,
+                         matsubara):
+        if matsubara:
+            raise ValueError("CustomCorrelations has no imaginary-time correlation "
+                             "(matsubara=True needs a spectral density)")
+        total = 0.0j
+        for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+            if tau_b <= tau_a:
+                continue
+            # split at tau = 0, where C(tau) may have a kink
+            cuts = [tau_a] + ([0.0] if tau_a < 0.0 < tau_b else []) + [tau_b]
+            for a, b in zip(cuts[:-1], cuts[1:]):
+                def weight(t, a=tau_a, b=tau_b, wa=w_a, wb=w_b):
+                    return wa + (wb - wa) * (t - a) / (b - a)
+
+                for part in (0, 1):
+                    def integrand(t, part=part, weight=weight):
+                        value = weight(t) * self._scalar(t)
+                        return value.real if part == 0 else value.imag
+
+                    result, _ = scipy.integrate.quad(
+                        integrand, a, b, epsrel=epsrel, limit=subdiv_limit)
+                    total += result if part == 0 else 1j * result
+        return total
+
+
+class CustomSD(BaseCorrelations):
+    """Correlations of a bath with spectral density J(w) = j_function(w) X(w).
+
+    Parameters
+    ----------
+    j_function : callable w -> J(w) without cutoff, w > 0 (energy units).
+    cutoff : cutoff frequency wc > 0.
+    cutoff_type : ``'exponential'`` (X = exp(-w/wc)), ``'gaussian'``
+        (exp(-(w/wc)^2)) or ``'hard'`` (Theta(wc - w)).
+    temperature : T >= 0 (k_B = 1).
+    """
+
+    def __init__(self, j_function: Callable[[Any], Any], cutoff: float,
+                 cutoff_type: str = "exponential", temperature: float = 0.0,
+                 name: str | None = None, description: str | None = None):
+        if not callable(j_function):
+            raise TypeError("j_function must be a callable w -> J(w)")
+        self.cutoff = check.positive_number(cutoff, "cutoff")
+        self.cutoff_type = check.choice(cutoff_type, CUTOFF_TYPES, "cutoff_type")
+        self.temperature = check.non_negative_number(temperature, "temperature")
+        super().__init__(name, description)
+        self.j_function = j_function
+        self._upper_limit = _UPPER_LIMIT_IN_CUTOFFS[self.cutoff_type] * self.cutoff
+
+    def _time_scale(self) -> float:
+        return 1.0 / self.cutoff
+
+    def _cutoff_function(self, omega):
+        x = default_np.asarray(omega, dtype=float) / self.cutoff
+        if self.cutoff_type == "exponential":
+            return default_np.exp(-x)
+        if self.cutoff_type == "gaussian":
+            return default_np.exp(-(x**2))
+        return default_np.where(x <= 1.0, 1.0, 0.0)
+
+    def spectral_density(self, omega: Any) -> Any:
+        """J(w) for a scalar or array of frequencies (0 for w <= 0)."""
+        omega_array = default_np.asarray(omega, dtype=float)
+        positive = default_np.where(omega_array > 0, omega_array, 1.0)
+        values = default_np.asarray(self.j_function(positive), dtype=float)
+        values = values * self._cutoff_function(positive)
+        values = default_np.where(omega_array > 0, values, 0.0)
+        return values if values.ndim else float(values)
+
+    def _spectral_density_scalar(self, omega: float) -> float:
+        """J(w) for one float w: the quadratures call it per frequency."""
+        if omega <= 0.0:
+            return 0.0
+        x = omega / self.cutoff
+        if self.cutoff_type == "exponential":
+            cutoff = math.exp(-x)
+        elif self.cutoff_type == "gaussian":
+            cutoff = math.exp(-x * x)
+        else:
+            cutoff = 1.0 if x <= 1.0 else 0.0
+        return float(self._j_scalar(omega)) * cutoff
+
+    def _j_scalar(self, omega: float) -> float:
+        return float(self.j_function(omega))
+
+    def _coth_scalar(self, omega: float) -> float:
+        """coth(w / 2T) for one float w > 0; 1 at T = 0."""
+        if self.temperature == 0.0:
+            return 1.0
+        return 1.0 / math.tanh(max(omega / (2.0 * self.temperature), 1e-300))
+
+    def _coth_factor(self, omega):
+        """coth(w / 2T), 1 at T = 0."""
+        if self.temperature == 0.0:
+            return default_np.ones_like(omega)
+        x = default_np.asarray(omega) / (2.0 * self.temperature)
+        return 1.0 / default_np.tanh(default_np.maximum(x, 1e-300))
+
+    def _quad(self, function, epsrel, subdiv_limit, weight=None, wvar=None) -> float:
+        """int_0^upper function(w) dw, optionally with a cos/sin(wvar * w) weight."""
+        breakpoints = [0.0, min(self.cutoff, self._upper_limit), self._upper_limit]
+        total = 0.0
+        for a, b in zip(breakpoints[:-1], breakpoints[1:]):
+            if b <= a:
+                continue
+            if weight is None:
+                value, _ = scipy.integrate.quad(
+                    function, a, b, epsrel=epsrel, epsabs=0.0, limit=subdiv_limit)
+            else:
+                value, _ = scipy.integrate.quad(
+                    function, a, b, weight=weight, wvar=wvar, epsrel=epsrel, epsabs=0.0,
+                    limit=subdiv_limit)
+            total += value
+        return total
+
+    def _oscillating_integral(self, amplitude_cos, amplitude_sin, centre, epsrel,
+                              subdiv_limit) -> float:
+        """int [amplitude_cos(w) cos(w c) + amplitude_sin(w) sin(w c)] dw."""
+        if abs(centre) * self._upper_limit < 20.0:
+            def integrand(w):
+                return amplitude_cos(w) * math.cos(w * centre) + amplitude_sin(w) * math.sin(
+                    w * centre)
+
+            return self._quad(integrand, epsrel, subdiv_limit)
+        return (self._quad(amplitude_cos, epsrel, subdiv_limit, "cos", centre)
+                + self._quad(amplitude_sin, epsrel, subdiv_limit, "sin", centre))
+
+    def correlation(self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+                    subdiv_limit=config.DEFAULT_SUBDIV_LIMIT):
+        """C(tau) for a scalar or an array of real times (complex)."""
+        taus = default_np.asarray(tau, dtype=float)
+        values = []
+        for t in taus.reshape(-1):
+            real = self._oscillating_integral(
+                lambda w: self._spectral_density_scalar(w) * self._coth_scalar(w),
+                lambda w: 0.0, float(t), epsrel, subdiv_limit)
+            imag = -self._oscillating_integral(
+                lambda w: 0.0, self._spectral_density_scalar, float(t),
+                epsrel, subdiv_limit)
+            values.append(complex(real, imag))
+        values = default_np.array(values, dtype=complex)
+        return values.reshape(taus.shape) if taus.ndim else complex(values[0])
+
+    def matsubara_correlation(self, tau: Any, epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+                              subdiv_limit=config.DEFAULT_SUBDIV_LIMIT) -> Any:
+        """Imaginary-time correlation C_M(tau), 0 <= tau <= 1/T (real)."""
+        self._check_thermal()
+        taus = default_np.asarray(tau, dtype=float)
+        values = [self._quad(lambda w, t=t: float(self._matsubara_kernel(w, t)), epsrel,
+                             subdiv_limit) for t in taus.reshape(-1)]
+        values = default_np.array(values)
+        return values.reshape(taus.shape) if taus.ndim else float(values[0])
+
+    def _check_thermal(self) -> None:
+        if self.temperature == 0.0:
+            raise ValueError("imaginary-time (matsubara) correlations need temperature > 0")
+
+    def _matsubara_kernel(self, omega, tau):
+        """J(w) cosh(w (beta/2 - tau)) / sinh(w beta / 2), in an overflow-free form."""
+        beta = 1.0 / self.temperature
+        omega = default_np.asarray(omega, dtype=float)
+        tau = default_np.asarray(tau, dtype=float)
+        numerator = default_np.exp(-omega * tau) + default_np.exp(-omega * (beta - tau))
+        denominator = -default_np.expm1(-omega * beta)
+        safe = default_np.where(denominator > 0, denominator, 1.0)
+        return self.spectral_density(omega) * numerator / safe
+
+    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit,
+                         matsubara):
+        if matsubara:
+            return self._matsubara_region_integral(delta, time_1, time_2, shape, epsrel,
+                                                   subdiv_limit)
+        # int_region e^{i w (t'-t'')} = e^{i w c} g(w), with g slowly varying
+        if shape in ("square", "rectangle"):
+            length = delta if shape == "square" else time_2 - time_1
+            centre = time_1 + 0.5 * length - 0.5 * delta
+
+            def g_real(w):
+                return length * delta * _sinc(0.5 * w * length) * _sinc(0.5 * w * delta)
+
+            def g_imag(w):
+                return 0.0
+        else:
+            centre = time_1
+            sign = 1.0 if shape == "upper-triangle" else -1.0
+
+            def g_real(w):
+                return delta**2 * _one_minus_cos_over_square(w * delta)
+
+            def g_imag(w):
+                return sign * w * delta**3 * _x_minus_sin_over_cube(w * delta)
+
+        j = self._spectral_density_scalar
+
+        def j_coth(w):
+            return j(w) * self._coth_scalar(w)
+
+        # Re C part: coth * Re(e^{iwc} g) = coth (cos g_r - sin g_i)
+        real = self._oscillating_integral(
+            lambda w: j_coth(w) * g_real(w), lambda w: -j_coth(w) * g_imag(w),
+            centre, epsrel, subdiv_limit)
+        # Im C part: -Im(e^{iwc} g) = -(sin g_r + cos g_i)
+        imag = -self._oscillating_integral(
+            lambda w: j(w) * g_imag(w), lambda w: j(w) * g_real(w),
+            centre, epsrel, subdiv_limit)
+        return complex(real, imag)
+
+    def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel,
+                                   subdiv_limit):
+        self._check_thermal()
+        segments = []
+        for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+            if tau_b <= tau_a:
+                continue
+            if tau_a < 0.0 < tau_b:  # C_M(|tau|) has a kink at tau = 0: split there
+                w_0 = w_a + (w_b - w_a) * (0.0 - tau_a) / (tau_b - tau_a)
+                segments += [(tau_a, 0.0, w_a, w_0), (0.0, tau_b, w_0, w_b)]
+            else:
+                segments.append((tau_a, tau_b, w_a, w_b))
+        nodes, weights = [], []
+        for tau_a, tau_b, w_a, w_b in segments:
+            half = 0.5 * (tau_b - tau_a)
+            taus = tau_a + half * (_GAUSS_NODES + 1.0)
+            region_weight = w_a + (w_b - w_a) * (taus - tau_a) / (tau_b - tau_a)
+            nodes.append(taus)
+            weights.append(half * _GAUSS_WEIGHTS * region_weight)
+        nodes = default_np.concatenate(nodes)
+        weights = default_np.concatenate(weights)
+
+        # C_M is even in tau (beta-periodic and symmetric about beta/2): regions
+        # that reach tau < 0 use C_M(|tau|)
+        nodes = default_np.abs(nodes)
+
+        def integrand(w):
+            return float(default_np.sum(weights * self._matsubara_kernel(w, nodes)))
+
+        return complex(self._quad(integrand, epsrel, subdiv_limit), 0.0)
+
+    def __str__(self) -> str:
+        return (f"{type(self).__name__}(cutoff={self.cutoff}, cutoff_type="
+                f"{self.cutoff_type!r}, temperature={self.temperature})")
+
+
+class PowerLawSD(CustomSD):
+    """Power-law spectral density J(w) = 2 alpha w^zeta wc^(1 - zeta) X(w).
+
+    Parameters
+    ----------
+    alpha : dimensionless coupling >= 0.
+    zeta : exponent > 0 (1: Ohmic, < 1 sub-, > 1 super-Ohmic).
+    cutoff, cutoff_type, temperature : as for :class:`CustomSD`.
+    """
+
+    def __init__(self, alpha: float, zeta: float, cutoff: float,
+                 cutoff_type: str = "exponential", temperature: float = 0.0,
+                 name: str | None = None, description: str | None = None):
+        self.alpha = check.non_negative_number(alpha, "alpha")
+        self.zeta = check.positive_number(zeta, "zeta")
+        cutoff_value = check.positive_number(cutoff, "cutoff")
+
+        def j_function(omega, alpha=self.alpha, zeta=self.zeta, wc=cutoff_value):
+            return 2.0 * alpha * default_np.power(omega, zeta) * wc ** (1.0 - zeta)
+
+        super().__init__(j_function, cutoff, cutoff_type, temperature, name, description)
+
+    def _j_scalar(self, omega: float) -> float:
+        return 2.0 * self.alpha * omega**self.zeta * self.cutoff ** (1.0 - self.zeta)
+
+    def __str__(self) -> str:
+        return (f"PowerLawSD(alpha={self.alpha}, zeta={self.zeta}, cutoff={self.cutoff}, "
+                f"cutoff_type={self.cutoff_type!r}, temperature={self.temperature})")

@@ -1,0 +1,1 @@
+"""Process tensors: the protocol, in memory, uniform (repeating), and in HDF5 files."""

@@ -1,0 +1,97 @@
+"""The package's layering, checked on its source: no import cycles, and the
+algorithms (``nonmarkov.methods``) never import JAX nor branch on the backend."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import nonmarkov
+
+PACKAGE = pathlib.Path(nonmarkov.__file__).parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = ("nonmarkov",) + path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """Modules of the package that ``path`` imports anywhere (also inside functions)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {module for module in found if module in modules and module != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {_module_name(path) for path in paths}
+    return {_module_name(path): _imports(path, modules) for path in paths}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            # a package's __init__ importing its own submodules is not a cycle of code
+            if node.startswith(target + "."):
+                continue
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    assert _cycle(_graph()) is None, " -> ".join(_cycle(_graph()) or [])
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_algorithms_neither_import_jax_nor_branch_on_the_backend():
+    for path in sorted((PACKAGE / "methods").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not any(a.name.split(".")[0] == "jax" for a in node.names), path.name
+            if isinstance(node, ast.ImportFrom):
+                assert (node.module or "").split(".")[0] != "jax", path.name
+                assert "engines.jax" not in (node.module or ""), path.name
+            if isinstance(node, ast.Attribute):
+                assert node.attr != "backend_name", f"{path.name} branches on the backend"
+
+
+def test_public_names_are_listed_in_all():
+    assert sorted(set(nonmarkov.__all__)) == sorted(nonmarkov.__all__)
+    for name in nonmarkov.__all__:
+        assert hasattr(nonmarkov, name), name
