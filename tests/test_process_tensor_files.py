@@ -138,8 +138,8 @@ def test_reading_out_early_from_a_file_pt_gives_the_prefix(model, memory_dynamic
     """The streamed caps: num_steps < len and record_all=False on a file PT, with
     every step tensor read twice, some of them, or each once."""
     if cache_bytes is not None:
-        monkeypatch.setattr(importlib.import_module("nonmarkov.methods.dynamics"),
-                            "_STREAM_CACHE_BYTES", cache_bytes)
+        monkeypatch.setattr(importlib.import_module("nonmarkov.engines.host"),
+                            "STREAM_CACHE_BYTES", cache_bytes)
     system, _, rho0 = model
     file_pt = nm.import_process_tensor(pt_file)
     full = silent(nm.compute_dynamics, system, rho0, process_tensor=file_pt)

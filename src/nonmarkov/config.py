@@ -11,29 +11,12 @@ The environment is read once, at import, and validated:
   cache (compiled kernels are reused by later processes); unset or empty: no
   cache. It is created when the JAX backend is first used; an existing path
   that is not a directory is an error.
-- ``NONMARKOV_JAX_SVD``: the SVD algorithm of the compiled window step on JAX,
-  ``default`` (JAX's choice for the device), ``qr``, ``divide_and_conquer``,
-  ``jacobi`` or ``polar`` (the last two on GPUs/TPUs only), all the same
-  results to rounding; or ``eigh`` (GPUs/TPUs only): QR decompositions and
-  Hermitian eigensolvers instead of the SVD (singular values to ~eps^(3/4)
-  s_0, the same cuts; see :func:`nonmarkov.engines.jax.window._eigh_svd`). A tuning knob for
-  accelerators, where the SVDs of large bonds dominate a step.
-- ``NONMARKOV_JAX_SITEWISE``: ``auto`` (default), ``on`` or ``off``: whether
-  the compiled window runs its steps site by site, each site padded to its
-  own bucket, once the bond dimension reaches 64 (see
-  :mod:`nonmarkov.engines.jax.sitewise`). ``auto``: on CPUs (measured there), not on
-  GPUs/TPUs, where many small compilations may cost more than they save.
-- ``NONMARKOV_JAX_SITE_LEVELS``: ``auto`` (default), ``on`` or ``off``: whether
-  the whole-step kernel of a large bond bucket also works on sites at a few
-  smaller sizes, the smallest that holds each site's bonds (see
-  :func:`nonmarkov.engines.jax.window.site_levels`). ``auto``: on CPUs (measured
-  there), not on GPUs/TPUs until measured there.
-- ``NONMARKOV_JAX_HOST_START``: ``on`` (default) or ``off``: whether TEMPO
-  and PT-TEMPO on JAX run their first steps on the host with NumPy while XLA
-  compiles the step kernel in a background thread, and move the window to the
-  device once the kernel is ready (see :mod:`nonmarkov.engines.jax.host_start`). The
-  results are the same to rounding (~1e-14); the number of host steps depends
-  on the compile time, so ``off`` gives runs that repeat bit for bit.
+- ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_SITEWISE``, ``NONMARKOV_JAX_SITE_LEVELS``,
+  ``NONMARKOV_JAX_HOST_START``: the library defaults of the JAX engine's
+  options (:class:`nonmarkov.options.EngineOptions`: ``svd``, ``sitewise``,
+  ``site_levels``, ``host_start``), read here once; the options themselves are
+  passed to the algorithms (``options=``) or set once with
+  :func:`nonmarkov.options.set_default_options`.
 """
 
 from __future__ import annotations
@@ -43,7 +26,7 @@ import os
 VALID_BACKENDS = ("numpy", "jax")
 VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "silent")
-VALID_JAX_SVD = ("default", "qr", "divide_and_conquer", "jacobi", "polar", "eigh")
+VALID_JAX_SVD = ("default", "qr", "divide_and_conquer")
 VALID_JAX_SITEWISE = ("auto", "on", "off")
 VALID_JAX_SITE_LEVELS = ("auto", "on", "off")
 VALID_JAX_HOST_START = ("on", "off")

@@ -29,22 +29,29 @@ def apply_step_tensor(state: Any, tensor: Any, classes: Any, axis: int) -> Any:
     return np.moveaxis(result, -2, axis)
 
 
-def cap_before(tensor: Any, weights: Any, cap: Any) -> Any:
-    """The cap before a step: T[b, b', c] weighted by ``weights[c]``, closed by ``cap[b']``."""
-    return np.einsum("bcp,p,c->b", tensor, weights, cap)
+def cap_before(tensor: Any, weights: Any, cap: Any, xp: Any = np) -> Any:
+    """The cap before a step: T[b, b', c] weighted by ``weights[c]``, closed by ``cap[b']``.
+
+    ``xp``: the array namespace (default the backend proxy; ``numpy`` for host
+    arrays that must stay on the host).
+    """
+    return xp.einsum("bcp,p,c->b", tensor, weights, cap)
 
 
-def future_caps(tensors: list[Any], weights: Any) -> list[Any]:
-    """Vectors that close the bond after each step with a weighted future.
+def future_caps(tensors: list[Any], weights: Any, last_cap: Any = None,
+                xp: Any = np) -> list[Any]:
+    """Vectors that close the bond after each step with a weighted (traced) future.
 
     ``caps[k][b]`` contracts step tensors k+1..N-1, each with the class
-    weights ``weights[c]``; ``caps[N-1]`` is the trivial end bond (ones(1)).
+    weights ``weights[c]``, and ``last_cap`` (default ones: the trivial end
+    bond) after step N-1; ``caps[N-1]`` is ``last_cap``.
     """
+    cap = xp.ones((tensors[-1].shape[1],), dtype=tensors[-1].dtype) if last_cap is None \
+        else last_cap
     caps: list[Any] = [None] * len(tensors)
-    cap = np.ones((tensors[-1].shape[1],), dtype=tensors[-1].dtype)
     caps[-1] = cap
     for k in range(len(tensors) - 1, 0, -1):
-        cap = cap_before(tensors[k], weights, cap)
+        cap = cap_before(tensors[k], weights, cap, xp)
         caps[k - 1] = cap
     return caps
 

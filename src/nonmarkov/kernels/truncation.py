@@ -5,6 +5,10 @@ sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0 (s sorted descending). The cut never
 splits a multiplet of (nearly) equal singular values: the subspace it would
 keep is not defined there, and rounding (different LAPACKs, backends) would
 pick different ones.
+
+:func:`rank_rule` is the rule, written once against an array namespace: the
+NumPy engine calls it through :func:`kept_rank` on the host, the compiled JAX
+engine traces it with ``jax.numpy`` (no host synchronisation).
 """
 
 from __future__ import annotations
@@ -19,20 +23,40 @@ from ..backends.numerical_backend import la, np
 MULTIPLET_TOLERANCE = 1e-8
 
 
-def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) -> int:
-    """Number of singular values to keep (a Python int, >= 1)."""
-    s = default_np.asarray(np.to_host(singular_values), dtype=float)
-    if s.size == 0 or s[0] == 0.0:
-        return 1
-    tail = default_np.sqrt(default_np.cumsum((s**2)[::-1]))[::-1]  # tail[k] = norm of s[k:]
-    below = default_np.nonzero(tail <= epsrel * s[0])[0]
-    rank = int(below[0]) if below.size else s.size
-    rank = max(rank, 1)
-    while rank < s.size and s[rank] >= s[rank - 1] * (1.0 - MULTIPLET_TOLERANCE):
-        rank += 1
+def rank_rule(singular_values: Any, epsrel: Any, max_rank: int | None = None,
+              xp: Any = default_np) -> Any:
+    """Kept rank of a descending spectrum (n,), as an int32 scalar of namespace ``xp``.
+
+    The smallest k with sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0, at least 1,
+    extended over a multiplet of nearly equal values, at most ``max_rank``.
+    Trailing zeros (padding) do not change the result; an empty or zero
+    spectrum keeps 1. Traceable (``xp = jax.numpy``): no data-dependent shapes.
+    """
+    s = xp.asarray(singular_values)
+    size = s.shape[0]
+    if size == 0:
+        return xp.asarray(1, dtype=xp.int32)
+    index = xp.arange(size)
+    # tail[k] = norm of s[k:] (a triangular product: on XLA it compiles much faster
+    # than a cumulative sum)
+    upper = (index[None, :] >= index[:, None]).astype(s.dtype)
+    tail = xp.sqrt(upper @ (s * s))
+    below = tail <= epsrel * s[0]
+    rank = xp.maximum(xp.min(xp.where(below, index, size)), 1)
+    # index i continues a multiplet when s[i] is nearly equal to s[i - 1]
+    previous = xp.concatenate([s[:1], s[:-1]])
+    near = (index > 0) & (s >= previous * (1.0 - MULTIPLET_TOLERANCE))
+    rank = xp.min(xp.where((index >= rank) & ~near, index, size))
+    rank = xp.where(s[0] == 0.0, 1, rank)
     if max_rank is not None:
-        rank = min(rank, max_rank)
-    return rank
+        rank = xp.minimum(rank, max_rank)
+    return xp.asarray(rank, dtype=xp.int32)
+
+
+def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) -> int:
+    """:func:`rank_rule` on the host: the number of singular values to keep (>= 1)."""
+    s = default_np.asarray(np.to_host(singular_values), dtype=float)
+    return int(rank_rule(s, epsrel, max_rank))
 
 
 def truncated_svd(matrix: Any, epsrel: float,

@@ -63,10 +63,9 @@ def _couple(site: Any, lag: Any) -> Any:
     return coupled.reshape(lag.shape[0], chi_l, dim_p * chi_r)
 
 
-def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], own_factor: Any,
-                        sites: list[Any], epsrel: float, oldest: str,
-                        max_rank: int | None = None,
-                        carrier_rows: Any = None) -> tuple[list[Any], Any]:
+def sweep_left_to_right(theta: Any, first_rows: Any, carrier_rows: Any, num_rows: int,
+                        site_lags: list[Any], sites: list[Any], epsrel: float, oldest: str,
+                        max_rank: int | None = None) -> tuple[list[Any], Any]:
     """Couple the new point to the window and orthonormalise, newest site first.
 
     Every bond is orthonormalised with a QR decomposition (no truncation),
@@ -76,16 +75,16 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
     Parameters
     ----------
     theta : (x, p, r) site 0 seen from the new point's index x.
-    row_classes : (x,) class of each x.
-    lag_matrices : ``I_j[c, p]`` (r, m) for the sites j = 0..n-1: row c is a
-        value of the carrier (by default the class of x, r = m).
-    own_factor : (m,) the new point's coupling to itself.
+    first_rows : (x, p) coupling of each x to the point before it (lag 1)
+        times its own factor.
+    carrier_rows : (x,) int, the row of the lag matrices that each x uses (a
+        value of the carrier bond c < ``num_rows``: classes whose rows are
+        equal in every lag matrix share one).
+    site_lags : ``I_j[c, p]`` (num_rows, m) for the window positions j = 1..n-1
+        (lags 2..n).
     sites : the window ``M_j[l, p, r]``, j = 0..n-1 (site 0 enters through
         ``theta``).
     oldest : ``'keep'``, ``'trace'`` or ``'finalize'`` for site n-1.
-    carrier_rows : (x,) row of the lag matrices for each x, or None for
-        ``row_classes``. Classes whose rows are equal in every lag matrix can
-        share one carrier value, which makes the carrier bond r < m.
 
     Returns
     -------
@@ -94,13 +93,10 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
     finalized : the split-off oldest site (k, p, r), right-orthonormal, or None.
     """
     n = len(sites)
-    carrier_rows = row_classes if carrier_rows is None else carrier_rows
-    num_classes = lag_matrices[0].shape[0]
-    lag_rows = lag_matrices[0][carrier_rows, :] * own_factor[row_classes][:, None]  # (x, p)
-    coupled = theta * lag_rows[:, :, None]  # (x, p, r)
+    coupled = theta * first_rows[:, :, None]  # (x, p, r)
     dim_x, dim_p, chi_r = theta.shape
     if n > 1:  # open the carrier bond c (= row of x) towards the older sites
-        carrier = carrier_rows[:, None] == np.arange(num_classes)[None, :]
+        carrier = carrier_rows[:, None] == np.arange(num_rows)[None, :]
         coupled = coupled[:, :, :, None] * carrier[:, None, None, :].astype(theta.dtype)
     q, carry = np.linalg.qr(coupled.reshape(dim_x, -1))
     window = [q.reshape(1, dim_x, -1)]
@@ -110,8 +106,8 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
         if j > 0:
             site = sites[j]
             dim_p, chi_r = site.shape[1], site.shape[2]
-            carry_by_class = np.moveaxis(carry.reshape(rank, site.shape[0], num_classes), 2, 0)
-            product = np.matmul(carry_by_class, _couple(site, lag_matrices[j]))  # (c, k, p r)
+            carry_by_class = np.moveaxis(carry.reshape(rank, site.shape[0], num_rows), 2, 0)
+            product = np.matmul(carry_by_class, _couple(site, site_lags[j - 1]))  # (c, k, p r)
             if last:
                 carry = np.sum(product, axis=0)
             else:
@@ -135,10 +131,9 @@ def sweep_left_to_right(theta: Any, row_classes: Any, lag_matrices: list[Any], o
     return window, None
 
 
-def advance_window(window: list[Any], theta: Any, row_classes: Any, lag_matrices: list[Any],
-                   own_factor: Any, epsrel: float, oldest: str,
-                   max_rank: int | None = None,
-                   carrier_rows: Any = None) -> tuple[list[Any], Any]:
+def advance_window(window: list[Any], theta: Any, first_rows: Any, carrier_rows: Any,
+                   num_rows: int, site_lags: list[Any], epsrel: float, oldest: str,
+                   max_rank: int | None = None) -> tuple[list[Any], Any]:
     """One step of the window: couple a new point, truncate, handle the oldest.
 
     A left-to-right pass applies the couplings and orthonormalises (QR; the
@@ -150,8 +145,7 @@ def advance_window(window: list[Any], theta: Any, row_classes: Any, lag_matrices
     if oldest not in OLDEST_ACTIONS:
         raise ValueError(f"oldest must be one of {list(OLDEST_ACTIONS)}; got {oldest!r}")
     new_window, finalized = sweep_left_to_right(
-        theta, row_classes, lag_matrices, own_factor, window, epsrel, oldest, max_rank,
-        carrier_rows)
+        theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank)
     return truncate_right_to_left(new_window, epsrel, max_rank), finalized
 
 

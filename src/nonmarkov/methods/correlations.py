@@ -39,18 +39,14 @@ from .. import validation as check
 from .._threads import hot_loop_threads
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
+from ..engines import chain_engine
 from ..kernels.chain import apply_superoperator, close_bonds
 from ..model.control import Control
 from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress
-from .dynamics import (
-    ProcessTensorOnBackend,
-    PropagatorTransfer,
-    check_dynamics_inputs,
-    propagate_step,
-)
+from .dynamics import check_dynamics_inputs
 
 TIME_ORDERS = ("ordered", "anti", "full")
 OPERATOR_SIDES = ("left", "right")
@@ -198,23 +194,22 @@ class _Sweep:
         self.d = system.dimension
         self.propagators = system.get_propagators(grid.dt, grid.start_time, subdiv_limit,
                                                   liouvillian_epsrel)
-        self.pts = [ProcessTensorOnBackend(pt, grid.num_steps, record_all=True)
-                    for pt in process_tensors]
+        self.engine = chain_engine()
+        self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
         self.num_bonds = len(self.pts)
-        self._on_device = PropagatorTransfer()
 
     def _step(self, state: Any, step: int) -> Any:
         """Propagate the batch ``state`` (bonds..., batch, d^2) from t_step to t_step+1."""
         pre, post = (None, None) if self.control is None else self.control.get_controls(
             step, self.grid.dt, self.grid.start_time)
-        first, second = self._on_device(*self.propagators(step))
-        return propagate_step(state, step, first, second, self.pts, pre, post)
+        first, second = self.propagators(step)
+        return self.engine.step(state, step, first, second, self.pts, pre, post)
 
     def _caps(self, step: int) -> list[Any]:
         """Caps closing the bonds of a state at grid step ``step``."""
         if step == 0:
             return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
-        return [pt.caps[step - 1] for pt in self.pts]
+        return [pt.cap(step - 1) for pt in self.pts]
 
     def run(self, rho0: default_np.ndarray, chains: list[_Chain],
             progress_type: str) -> None:

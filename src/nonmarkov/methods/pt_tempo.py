@@ -16,10 +16,9 @@ The shares add up to L, so the process tensor is exact whatever the split.
 With ``process_tensor_file`` the step tensors are streamed to an HDF5 file as
 they are finalised, and the whole process tensor is never held in memory.
 
-With the JAX backend every step after the first runs as one compiled kernel
-(:class:`nonmarkov.engines.jax.window.CompiledWindow` with ``oldest='finalize'``);
-the finalised sites and their log-scales are fetched in chunks of steps and
-handed to the same sink, so files and norm shares are as with NumPy.
+The window is advanced by a window engine (:mod:`nonmarkov.engines`) in
+``'finalize'`` mode; the finalised sites and their log-scales go to the same
+sink on every backend, so files and norm shares do not depend on it.
 """
 
 from __future__ import annotations
@@ -31,12 +30,12 @@ from typing import Any
 import numpy as default_np
 
 from .._threads import hot_loop_threads
-from ..backends.host import to_backend
-from ..backends.numerical_backend import np
+from ..engines import window_engine
+from ..engines.base import WindowSpec
 from ..influence import DiscretisedInfluence
-from ..kernels.window import advance_window, normalise
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
+from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor
 from ..process_tensors.file import FileProcessTensor
 from ..progress import Progress, check_progress_type
@@ -61,13 +60,16 @@ class PtTempo:
         computation is complete.
     overwrite : allow ``process_tensor_file`` to replace an existing file.
     name, description : optional text.
+    options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
     """
 
     def __init__(self, bath: Bath, start_time: float, end_time: float,
                  parameters: TempoParameters, unique: bool = False,
                  process_tensor_file: str | os.PathLike | bool | None = None,
                  overwrite: bool = False,
-                 name: str | None = None, description: str | None = None):
+                 name: str | None = None, description: str | None = None,
+                 options: EngineOptions | None = None):
+        self._options = resolve(options)
         self._parameters = check.tempo_parameters(parameters)
         self._start_time, self._end_time, self._num_steps = check.pt_interval(
             bath, start_time, end_time, self._parameters.dt)
@@ -82,7 +84,6 @@ class PtTempo:
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
-        self._engine: Any = None  # the compiled window of a JAX run
 
     @property
     def process_tensor_file(self) -> str | None:
@@ -132,68 +133,20 @@ class PtTempo:
 
     def _run(self, sink: _StepSink, progress_type: str) -> None:
         """The PT-TEMPO loop; hands every finalised site to ``sink``."""
-        if np.backend_name == "jax":
-            self._run_compiled(sink, progress_type)
-            return
-        own = to_backend(self._influence.own_factor())
-        lags: list[Any] = []
-        with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
-            front, log_scale = normalise(own.reshape(1, -1, 1))
-            window = [front]
-            self._record_step(window, progress)
-            for step in range(1, self._num_steps):
-                window, log_scale = self._window_step(window, log_scale, step, own, lags, sink,
-                                                      progress)
-        sink.finish(list(reversed(window)), log_scale)
-
-    def _window_step(self, window: list[Any], log_scale: float, step: int, own: Any,
-                     lags: list[Any], sink: _StepSink,
-                     progress: Progress) -> tuple[list[Any], float]:
-        """Step ``step`` >= 1 of the window on the active backend (NumPy in the host
-        start): the finalised site goes to ``sink``; ``lags`` (the lag rows on the
-        backend) grows as needed. Returns the window and the log-scale after it."""
         influence = self._influence
-        while len(lags) < len(window):
-            lags.append(to_backend(influence.lag_matrix_rows(len(lags) + 1)))
-        dkmax = self._parameters.dkmax
-        oldest = "finalize" if dkmax is not None and len(window) >= dkmax else "keep"
-        window, done, log_norm = pt_window_step(window, lags, own,
-                                                np.asarray(influence.carrier_rows),
-                                                self._parameters.epsrel, oldest)
-        if done is not None:
-            sink.add(done, log_scale, step)
-        self._record_step(window, progress)
-        return window, log_scale + log_norm
-
-    def _record_step(self, window: list[Any], progress: Progress) -> None:
-        bond = max(site.shape[2] for site in window)
-        self._max_bond_dimension = max(self._max_bond_dimension, bond)
-        progress.set_postfix(bond=self._max_bond_dimension)
-        progress.update()
-
-    def _run_compiled(self, sink: _StepSink, progress_type: str) -> None:
-        """The PT-TEMPO loop with the compiled window (:func:`compiled_pt_window`)."""
-        from ..engines.jax import host_start
-
-        influence = self._influence
-        m = influence.num_classes
-        front, log_scale = _first_point(influence)
+        front, log_scale = first_point(influence)
         with hot_loop_threads(), Progress(self._num_steps, progress_type, "PT-TEMPO") as progress:
             progress.update()
             if self._num_steps == 1:
-                sink.finish([front.reshape(1, m, 1).astype(np.dtype_complex)], log_scale)
+                sink.finish([front.reshape(1, -1, 1)], log_scale)
                 return
-            engine = compiled_pt_window(influence, self._parameters.epsrel,
-                                        self._parameters.dkmax)
-            self._engine = engine
-            between, identity = default_np.ones((m, m)), default_np.eye(m)
+            engine = window_engine(pt_window_spec(influence, front, log_scale,
+                                                  self._parameters.epsrel,
+                                                  self._parameters.dkmax), self._options)
             step = 1
-            if host_start.wanted(engine, self._num_steps - 1):
-                step += self._start_on_host(engine, sink, front, log_scale, progress)
-            chunk = 64
             while step < self._num_steps:
-                count = min(chunk, self._num_steps - step)
-                finalised, ranks = engine.advance_finalize(count, between, identity)
+                count = min(engine.steps_per_call, self._num_steps - step)
+                finalised, ranks = engine.advance_finalize(count)
                 for k, (done, log_before) in enumerate(finalised):
                     if done is not None:
                         sink.add(done, log_before, step + k)
@@ -203,30 +156,6 @@ class PtTempo:
                 progress.update(count)
             window, log_scale = engine.host_window()
         sink.finish(list(reversed(window)), log_scale)
-
-    def _start_on_host(self, engine: Any, sink: _StepSink, front: Any, log_scale: float,
-                       progress: Progress) -> int:
-        """Steps 1, 2, ... on the host while the step kernel compiles
-        (:mod:`nonmarkov.engines.jax.host_start`); the window then moves to ``engine``.
-        ``front`` (m,): the first point, normalised, with log-scale ``log_scale``.
-        Returns the number of steps done."""
-        from ..engines.jax import host_start
-
-        own = default_np.asarray(self._influence.own_factor(), dtype=np.dtype_complex)
-        lags: list[Any] = []
-        state = {"window": [default_np.asarray(front, dtype=np.dtype_complex).reshape(1, -1, 1)],
-                 "log_scale": log_scale, "step": 1}
-
-        def host_step() -> list[Any]:  # runs on NumPy (host_start.run_host_steps)
-            state["window"], state["log_scale"] = self._window_step(
-                state["window"], state["log_scale"], state["step"], own, lags, sink, progress)
-            state["step"] += 1
-            return state["window"]
-
-        done, bucket = host_start.run_host_steps(engine, host_step, self._num_steps - 1)
-        if done:
-            engine.load_host_window(state["window"], state["log_scale"], bucket)
-        return done
 
     def get_process_tensor(self, progress_type: str | None = None) -> BaseProcessTensor:
         """The process tensor (computed first if needed).
@@ -238,24 +167,6 @@ class PtTempo:
         if self._process_tensor is None:
             self.compute(progress_type=progress_type)
         return self._process_tensor
-
-
-def pt_window_step(window: list[Any], lags: list[Any], own: Any, carrier_rows: Any,
-                   epsrel: float, oldest: str) -> tuple[list[Any], Any, float]:
-    """One PT-TEMPO step of the window on the active backend (no system: the new
-    point couples to the front through all classes).
-
-    window: front (1, m, k) then sites (k, m, k'); lags[j] (r, m) the lag rows of
-    window position j; own (m,) the new point's own factor; carrier_rows (m,).
-    Returns the new window with its front normalised, the finalised site (k, m,
-    k') or None, and the log of the front's norm.
-    """
-    m = own.shape[0]
-    theta = np.broadcast_to(window[0][0][None], (m,) + window[0].shape[1:])
-    window, done = advance_window(window, theta, np.arange(m), lags, own, epsrel, oldest,
-                                  carrier_rows=carrier_rows)
-    window[0], log_norm = normalise(window[0])
-    return window, done, log_norm
 
 
 class _StepSink:
@@ -271,7 +182,7 @@ class _StepSink:
         self.assigned = 0.0
 
     def _write(self, site: Any, share: float) -> None:
-        tensor = default_np.transpose(np.to_host(site), (2, 0, 1)) * math.exp(share)
+        tensor = default_np.transpose(default_np.asarray(site), (2, 0, 1)) * math.exp(share)
         self.target.set(len(self.target), tensor)
         self.assigned += share
 
@@ -299,7 +210,7 @@ class _StepSink:
             self.target.abort()
 
 
-def _first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, float]:
+def first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, float]:
     """The first point's own factor (m,), normalised, and the log of its norm."""
     own = default_np.asarray(influence.own_factor())
     norm = float(default_np.linalg.norm(own))
@@ -308,22 +219,16 @@ def _first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, f
     return own / norm, math.log(norm)
 
 
-def compiled_pt_window(influence: DiscretisedInfluence, epsrel: float,
-                       memory: int | None) -> Any:
-    """PT-TEMPO's memory window as the compiled kernel (JAX), holding the first point.
-
-    A :class:`nonmarkov.engines.jax.window.CompiledWindow` with ``oldest='finalize'``;
-    its steps are ``advance_finalize(count, ones((m, m)), eye(m))`` (the TEMPO
-    step with no system: the new point couples to the front through an
-    all-ones ``between`` and the identity as class projector).
-    """
-    from ..engines.jax.window import CompiledWindow
-
+def pt_window_spec(influence: DiscretisedInfluence, front: Any, log_scale: float,
+                   epsrel: float, memory: int | None) -> WindowSpec:
+    """PT-TEMPO's memory window holding the first point ``front`` (m,) (normalised,
+    its log-scale ``log_scale``): a point's index is its class (projector and
+    read-out map the identity), and the oldest point is split off."""
     m = influence.num_classes
-    front, log_scale = _first_point(influence)
     own = default_np.asarray(influence.own_factor())
-    carrier_rows = default_np.asarray(influence.carrier_rows)
-    return CompiledWindow(
-        front, default_np.eye(m), influence.lag_matrix_rows(1)[carrier_rows] * own[:, None],
-        carrier_rows, influence.lag_matrix_rows, default_np.eye(m), epsrel, memory,
-        np.dtype_complex, log_scale=log_scale, oldest="finalize")
+    carrier = default_np.asarray(influence.carrier_rows)
+    return WindowSpec(front=front, log_scale=log_scale, projector=default_np.eye(m),
+                      first=influence.lag_matrix_rows(1)[carrier] * own[:, None],
+                      carrier=carrier, lag_rows=influence.lag_matrix_rows,
+                      out_map=default_np.eye(m), epsrel=epsrel, memory=memory,
+                      oldest="finalize")

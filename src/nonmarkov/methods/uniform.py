@@ -50,6 +50,7 @@ from .._threads import hot_loop_threads
 from ..backends import use_backend
 from ..backends.host import host_eig, to_backend
 from ..backends.numerical_backend import np
+from ..engines import window_engine
 from ..influence import DiscretisedInfluence
 from ..io.results import Dynamics
 from ..kernels.blocks import (
@@ -59,63 +60,35 @@ from ..kernels.blocks import (
     shifted_overlap,
     split_last_bond,
 )
-from ..kernels.chain import apply_step_tensor, apply_superoperator
-from ..kernels.window import advance_window, normalise
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
 from ..model.system import BaseSystem, System
+from ..options import EngineOptions, resolve
 from ..process_tensors.base import trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
 from ..progress import Progress, check_progress_type
 from . import checks
+from .dynamics import compute_dynamics
+from .pt_tempo import first_point, pt_window_spec
 
 
 def _window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
-                  progress: Progress) -> tuple[list[Any], list[Any], int]:
-    """The 2K window steps of the build (PT-TEMPO's first 2K steps).
+                  options: EngineOptions, progress: Progress) -> tuple[list[Any], list[Any], int]:
+    """The 2K window steps of the build (PT-TEMPO's first 2K steps), by the window
+    engine of the active backend (host arrays out).
 
     Returns the window (points K..2K-1, newest first), the finalised sites
     (points 0..K-1, oldest first) and the largest bond.
     """
-    m = influence.num_classes
-    own = to_backend(influence.own_factor())
-    lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
-    class_index = np.arange(m)
-    window = [own.reshape(1, m, 1)]
-    finalized: list[Any] = []
-    max_bond = 1
-    for step in range(2 * k):
-        if step > 0:
-            n = len(window)
-            oldest = "finalize" if n >= k else "keep"
-            front = window[0][0]
-            theta = np.broadcast_to(front[None], (m,) + front.shape)
-            window, done = advance_window(window, theta, class_index, lags[:n], own, epsrel,
-                                          oldest)
-            if done is not None:
-                finalized.append(done)
-        window[0], _ = normalise(window[0])
-        max_bond = max([max_bond] + [site.shape[2] for site in window])
-        progress.set_postfix(bond=max_bond)
-        progress.update()
-    return window, finalized, max_bond
-
-
-def _compiled_window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
-                           progress: Progress) -> tuple[list[Any], list[Any], int]:
-    """:func:`_window_steps` with the compiled PT-TEMPO window (JAX); host arrays."""
-    from .pt_tempo import compiled_pt_window
-
-    m = influence.num_classes
-    engine = compiled_pt_window(influence, epsrel, k)
+    front, log_scale = first_point(influence)
+    engine = window_engine(pt_window_spec(influence, front, log_scale, epsrel, k), options)
     progress.update()
     finalized: list[Any] = []
     max_bond = 1
-    between, identity = default_np.ones((m, m)), default_np.eye(m)
     done_steps = 1
     while done_steps < 2 * k:
-        count = min(64, 2 * k - done_steps)
-        sites, ranks = engine.advance_finalize(count, between, identity)
+        count = min(engine.steps_per_call, 2 * k - done_steps)
+        sites, ranks = engine.advance_finalize(count)
         finalized.extend(site for site, _ in sites if site is not None)
         max_bond = max([max_bond] + ranks)
         done_steps += count
@@ -128,7 +101,7 @@ def _compiled_window_steps(influence: DiscretisedInfluence, k: int, epsrel: floa
 def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: float,
                           build_epsrel: float | None = None, progress_type: str = "silent",
                           title: str = "uniform PT",
-                          compiled_window: bool = False) -> dict[str, Any]:
+                          options: EngineOptions | None = None) -> dict[str, Any]:
     """Start block, repeating tensor and end vector of the uniform PT (host arrays).
 
     Runs the memory window over 2K points (K = ``dkmax``): the first K points
@@ -136,8 +109,8 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
     past), the last K stay in the window. The window's Schmidt vectors at its
     bond to the start block (cut with ``epsrel``) span the functions g of the
     module docstring; the window itself is truncated with ``build_epsrel``
-    (default ``epsrel``); with ``compiled_window`` the window steps run as
-    the compiled PT-TEMPO kernel (JAX), the rest on the active backend.
+    (default ``epsrel``) and advanced by the window engine of the active
+    backend (``options``); the rest runs on the host.
     Returns a dict with 'start_tensors' (K tensors
     T[b, b', c]), 'tensor' (chi, chi, m), 'end' (chi,), 'eigenvalue' (the
     factor T was divided by), 'singular_values' and 'max_bond' (largest bond
@@ -145,11 +118,18 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
     """
     k = int(dkmax)
     build_epsrel = epsrel if build_epsrel is None else build_epsrel
+    with Progress(2 * k, progress_type, title) as progress:
+        window, finalized, max_bond = _window_steps(influence, k, build_epsrel, resolve(options),
+                                                    progress)
+    with use_backend("numpy"):
+        return _uniform_tensors(influence, k, epsrel, window, finalized, max_bond)
+
+
+def _uniform_tensors(influence: DiscretisedInfluence, k: int, epsrel: float,
+                     window: list[Any], finalized: list[Any], max_bond: int) -> dict[str, Any]:
+    """The rest of :func:`build_uniform_tensors` from the window after 2K steps."""
     own = to_backend(influence.own_factor())
     lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
-    steps = _compiled_window_steps if compiled_window else _window_steps
-    with Progress(2 * k, progress_type, title) as progress:
-        window, finalized, max_bond = steps(influence, k, build_epsrel, progress)
     # window: points k..2k-1 (newest first); finalized: points 0..k-1 (oldest first)
     chain, singular_values, coefficients = split_last_bond(left_orthonormalise(window), epsrel)
     weights = trace_weights(influence.classes, influence.bath.dimension)
@@ -193,6 +173,7 @@ class UniformPtBuilder:
     parameters : TempoParameters with tcut or dkmax (required).
     unique : merge Liouville indices with equal coupling eigenvalue pairs.
     name, description : optional text.
+    options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
 
     Attributes: ``build_epsrel`` (set before ``compute``) truncates the window
     during the build (None: ``parameters.epsrel``); after ``compute``,
@@ -201,7 +182,9 @@ class UniformPtBuilder:
     """
 
     def __init__(self, bath: Bath, parameters: TempoParameters, unique: bool = False,
-                 name: str | None = None, description: str | None = None):
+                 name: str | None = None, description: str | None = None,
+                 options: EngineOptions | None = None):
+        self._options = resolve(options)
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
         self._parameters = checks.memory_parameters(parameters)
@@ -219,14 +202,13 @@ class UniformPtBuilder:
         progress_type = check_progress_type(progress_type)
         if self._result is None:
             parameters = self._parameters
-            # on JAX the 2K window steps run as the compiled PT-TEMPO kernel; the rest
-            # (Schmidt cut, overlaps, non-symmetric eigensolver) is host work, small
-            # and of changing shapes that op-by-op JAX would compile anew each time
-            compiled = np.backend_name == "jax"
-            with use_backend("numpy"), hot_loop_threads():
+            # the 2K window steps run on the window engine of the active backend; the
+            # rest (Schmidt cut, overlaps, non-symmetric eigensolver) is host work,
+            # small and of changing shapes that op-by-op JAX would compile anew each time
+            with hot_loop_threads():
                 built = build_uniform_tensors(self._influence, parameters.dkmax,
                                               parameters.epsrel, self.build_epsrel,
-                                              progress_type, compiled_window=compiled)
+                                              progress_type, options=self._options)
             to_eigen, from_eigen = self._influence.liouville_transforms()
             self.info = {key: built[key] for key in ("eigenvalue", "singular_values",
                                                       "max_bond")}
@@ -240,14 +222,15 @@ class UniformPtBuilder:
 
 def pt_uniform_compute(bath: Bath, parameters: TempoParameters, unique: bool = False,
                        progress_type: str | None = None, name: str | None = None,
-                       description: str | None = None) -> UniformProcessTensor:
+                       description: str | None = None,
+                       options: EngineOptions | None = None) -> UniformProcessTensor:
     """The uniform process tensor of ``bath`` for ``parameters`` (memory cut required).
 
     Cost: about 2K memory-window steps (K = dkmax), independent of how many
     steps it is used for.
     """
-    return UniformPtBuilder(bath, parameters, unique=unique, name=name,
-                            description=description).compute(progress_type=progress_type)
+    return UniformPtBuilder(bath, parameters, unique=unique, name=name, description=description,
+                            options=options).compute(progress_type=progress_type)
 
 
 def _check_uniform(system: Any, uniform_pt: Any) -> None:
@@ -264,60 +247,22 @@ def _check_uniform(system: Any, uniform_pt: Any) -> None:
 
 def compute_uniform_dynamics(system: BaseSystem, initial_state: Any, num_steps: int,
                              uniform_pt: UniformProcessTensor, start_time: float = 0.0,
-                             record_all: bool = True,
-                             progress_type: str | None = None) -> Dynamics:
+                             record_all: bool = True, progress_type: str | None = None,
+                             options: EngineOptions | None = None) -> Dynamics:
     """Reduced dynamics for ``num_steps`` steps from a uniform process tensor.
 
-    The same time stepping as :func:`~nonmarkov.compute_dynamics` (half step
-    of the system, the PT step in its basis, half step); the state v[b, alpha]
-    (chi, d^2) is read out with the cap of its bond. Cost O(num_steps chi^2
-    d^2); memory independent of ``num_steps`` (with ``record_all=False`` the
-    result holds only the first and the last state).
+    :func:`~nonmarkov.compute_dynamics` with ``uniform_pt`` for ``num_steps``
+    steps (the uniform process tensor is one like any other). Cost
+    O(num_steps chi^2 d^2); with ``record_all=False`` the result holds only the
+    first and the last state, and the memory does not grow with ``num_steps``.
 
     Returns a :class:`Dynamics` with times start_time + k dt, k = 0..num_steps.
     """
     _check_uniform(system, uniform_pt)
-    d = system.dimension
-    rho0 = check.density_matrix(initial_state, "initial_state", d)
     num_steps = check.positive_integer(num_steps, "num_steps", minimum=0)
-    start_time = check.real_number(start_time, "start_time")
-    progress_type = check_progress_type(progress_type)
-    dt = uniform_pt.dt
-    propagators = system.get_propagators(dt, start_time)
-    classes = np.asarray(uniform_pt.classes)
-    num_start = uniform_pt.num_start_steps
-    on_device: dict[int, tuple[Any, Any]] = {}
-
-    def step_arrays(step: int) -> tuple[Any, Any]:
-        key = min(step, num_start)
-        if key not in on_device:
-            on_device[key] = (to_backend(uniform_pt.get_step_tensor(step)[0]),
-                              to_backend(uniform_pt.get_cap(step)))
-            if key < num_start - 1:  # start steps are used once
-                return on_device.pop(key)
-        return on_device[key]
-
-    dynamics = Dynamics(name="dynamics")
-    dynamics.add(start_time, rho0)
-    state = to_backend(rho0.reshape(1, -1))
-    cache: tuple[Any, ...] | None = None
-    transform_in, transform_out = uniform_pt.transform_in, uniform_pt.transform_out
-    with hot_loop_threads(), Progress(num_steps, progress_type, "uniform dynamics") as progress:
-        for step in range(num_steps):
-            first, second = propagators(step)
-            if cache is None or first is not cache[0] or second is not cache[1]:
-                cache = (first, second, to_backend(transform_in @ first),
-                         to_backend(second @ transform_out))
-            tensor, cap = step_arrays(step)
-            state = apply_superoperator(state, cache[2])
-            state = apply_step_tensor(state, tensor, classes, 0)
-            state = apply_superoperator(state, cache[3])
-            if record_all or step == num_steps - 1:
-                vector = np.tensordot(cap, state, axes=([0], [0]))
-                rho = default_np.asarray(np.to_host(vector)).reshape(d, d)
-                dynamics.add(start_time + (step + 1) * dt, rho)
-            progress.update()
-    return dynamics
+    return compute_dynamics(system, initial_state, num_steps=num_steps, start_time=start_time,
+                            process_tensor=uniform_pt, record_all=record_all,
+                            progress_type=progress_type, options=options)
 
 
 def compute_steady_state(system: System, uniform_pt: UniformProcessTensor,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from . import hdf5
 
 
 def trace_weights(classes: Any, dimension: int) -> default_np.ndarray:
@@ -32,6 +33,14 @@ def trace_weights(classes: Any, dimension: int) -> default_np.ndarray:
     for a in range(dimension):
         weights[classes[a * dimension + a]] += 1.0 / dimension
     return weights
+
+
+def check_classes(classes: Any, d2: int) -> default_np.ndarray:
+    """The class of each Liouville index, (d2,) non-negative integers (None: all distinct)."""
+    classes = default_np.arange(d2) if classes is None else default_np.asarray(classes)
+    if classes.shape != (d2,) or classes.dtype.kind not in "iu" or classes.min() < 0:
+        raise ValueError(f"classes must be {d2} non-negative integers")
+    return classes.astype(int)
 
 
 class BaseProcessTensor:
@@ -95,6 +104,17 @@ class BaseProcessTensor:
     def __len__(self) -> int:
         raise NotImplementedError
 
+    @property
+    def num_steps(self) -> int | None:
+        """Number of steps, or None for a process tensor that serves any number."""
+        return len(self)
+
+    def get_cap(self, step: int) -> default_np.ndarray | None:
+        """The vector (b',) that closes the bond after ``step`` with a traced future,
+        where the process tensor has it without contracting its later steps (a
+        uniform one); None: the engines compute it from the step tensors."""
+        return None
+
     def get_bond_dimensions(self) -> default_np.ndarray:
         """Bond dimensions (N + 1,) including the trivial outer bonds."""
         raise NotImplementedError
@@ -119,9 +139,22 @@ class BaseProcessTensor:
         then renamed). ``overwrite=False`` refuses to replace an existing
         file. Read it back with :func:`nonmarkov.import_process_tensor`.
         """
-        from .file import write_process_tensor
-
-        write_process_tensor(self, filename, overwrite=overwrite)
+        if self.dt is None:
+            raise ValueError("a process tensor without time grid (dt is None, e.g. a "
+                             "TrivialProcessTensor) cannot be written to a file")
+        filename = hdf5.check_target(filename, overwrite)
+        classes = getattr(self, "classes", None)
+        if classes is None and len(self):
+            classes = self.get_step_tensor(0)[1]
+        checked = BaseProcessTensor(  # the checks a process tensor read back will pass
+            self.hilbert_space_dimension, self.dt, self.transform_in, self.transform_out,
+            self.name, self.description, hdf5.check_metadata(getattr(self, "metadata", None)))
+        header = hdf5.Header(checked.dimension, checked.dt, checked.transform_in,
+                             checked.transform_out,
+                             hdf5.check_classes(classes, checked.dimension**2), checked.name,
+                             checked.description, checked.metadata)
+        tensors = (self.get_step_tensor(step)[0] for step in range(len(self)))
+        hdf5.write_file(filename, header, tensors, overwrite=overwrite)
 
 
 class TrivialProcessTensor(BaseProcessTensor):
@@ -162,14 +195,8 @@ class SimpleProcessTensor(BaseProcessTensor):
                  description: str | None = None, metadata: dict | None = None):
         super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
                          description, metadata)
-        d2 = self._dimension**2
-        if classes is None:
-            classes = default_np.arange(d2)
-        classes = default_np.asarray(classes)
-        if classes.shape != (d2,) or classes.dtype.kind not in "iu" or classes.min() < 0:
-            raise ValueError(f"classes must be {d2} non-negative integers")
-        self._classes = classes.astype(int)
-        self._num_classes = int(classes.max()) + 1
+        self._classes = check_classes(classes, self._dimension**2)
+        self._num_classes = int(self._classes.max()) + 1
         self._tensors: list[default_np.ndarray] = []
 
     @property

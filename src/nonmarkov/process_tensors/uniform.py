@@ -14,14 +14,18 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
-from .base import SimpleProcessTensor, trace_weights
+from ..kernels.chain import future_caps
+from .base import BaseProcessTensor, SimpleProcessTensor, check_classes, trace_weights
 
 
-class UniformProcessTensor:
+class UniformProcessTensor(BaseProcessTensor):
     """A process tensor whose step tensor repeats after a start block.
 
     Step k < K uses ``start_tensors[k]``, every later step ``tensor``; the
     bond after step k >= K - 1 is closed by ``end_vector`` (traced future).
+    It serves any number of steps: ``num_steps`` is None and ``len()`` is
+    refused; :meth:`get_cap` gives the cap of any step without contracting
+    the future.
 
     Parameters
     ----------
@@ -41,14 +45,11 @@ class UniformProcessTensor:
                  tensor: Any, end_vector: Any, transform_in: Any = None,
                  transform_out: Any = None, classes: Any = None, name: str | None = None,
                  description: str | None = None):
-        self._dimension = check.positive_integer(hilbert_space_dimension,
-                                                 "hilbert_space_dimension")
-        self._dt = check.positive_number(dt, "dt")
+        super().__init__(hilbert_space_dimension, dt, transform_in, transform_out,
+                         "Unnamed UniformProcessTensor" if name is None else name, description)
         d2 = self._dimension**2
-        classes = default_np.arange(d2) if classes is None else default_np.asarray(classes)
-        if classes.shape != (d2,) or classes.dtype.kind not in "iu" or classes.min() < 0:
-            raise ValueError(f"classes must be {d2} non-negative integers")
-        self._classes = classes.astype(int)
+        self._classes = check_classes(classes, d2)
+        classes = self._classes
         m = int(classes.max()) + 1
         tensor = default_np.asarray(tensor, dtype=complex)
         if tensor.ndim != 3 or tensor.shape[0] != tensor.shape[1] or tensor.shape[2] != m:
@@ -73,29 +74,8 @@ class UniformProcessTensor:
         self._tensor = tensor
         self._end = end_vector
         weights = trace_weights(self._classes, self._dimension)
-        caps = [end_vector]
-        for block in reversed(blocks[1:]):
-            caps.append(block @ weights @ caps[-1])
-        self._start_caps = caps[::-1]  # cap after start step k, k = 0..K-1
-        eye = default_np.identity(d2, dtype=complex)
-        self._transform_in = eye if transform_in is None else check.square_matrix(
-            transform_in, "transform_in", d2)
-        self._transform_out = eye if transform_out is None else check.square_matrix(
-            transform_out, "transform_out", d2)
-        self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
-        self.description = "" if description is None else str(description)
-
-    @property
-    def dimension(self) -> int:
-        """System dimension d."""
-        return self._dimension
-
-    hilbert_space_dimension = dimension
-
-    @property
-    def dt(self) -> float:
-        """Time step."""
-        return self._dt
+        # cap after start step k, k = 0..K-1
+        self._start_caps = future_caps(blocks, weights, end_vector, xp=default_np)
 
     @property
     def bond_dimension(self) -> int:
@@ -127,21 +107,24 @@ class UniformProcessTensor:
         """Class of each Liouville index, (d^2,)."""
         return self._classes.copy()
 
-    @property
-    def transform_in(self) -> default_np.ndarray:
-        """(d^2, d^2) map of vec(rho) into the tensor's basis."""
-        return self._transform_in.copy()
-
-    @property
-    def transform_out(self) -> default_np.ndarray:
-        """(d^2, d^2) map back to the system's basis."""
-        return self._transform_out.copy()
-
     def get_step_tensor(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(T[b, b', c], classes) of ``step`` (any step >= 0)."""
         step = check.positive_integer(step, "step", minimum=0)
         tensor = self._blocks[step] if step < len(self._blocks) else self._tensor
         return tensor, self._classes
+
+    @property
+    def num_steps(self) -> None:
+        """None: a uniform process tensor serves any number of steps."""
+        return None
+
+    def __len__(self) -> int:
+        raise TypeError("a UniformProcessTensor has no length: it serves any number of steps "
+                        "(num_steps is None)")
+
+    def get_bond_dimensions(self) -> default_np.ndarray:
+        """Bond dimensions after the start steps and the repeating bond, (K + 1,)."""
+        return default_np.array([1] + [block.shape[1] for block in self._blocks])
 
     def get_cap(self, step: int) -> default_np.ndarray:
         """Vector that closes the bond after ``step`` with a traced future."""

@@ -19,6 +19,23 @@ from typing import Any
 
 import numpy as default_np
 
+from .compiler import compile_kernel
+
+#: Largest stacked, padded step tensors (all process tensors) run by the compiled scan.
+SCAN_BYTES = 2 * 2**30
+
+
+def scan_fits(process_tensors: Sequence[Any], num_steps: int, dtype: Any) -> bool:
+    """Whether ``num_steps`` steps of ``process_tensors``, padded to their largest bond
+    and stacked, take at most :data:`SCAN_BYTES`."""
+    size = default_np.dtype(dtype).itemsize
+    total = 0
+    for pt in process_tensors:
+        bonds = pt.get_bond_dimensions()
+        classes = int(default_np.asarray(pt.get_step_tensor(0)[1]).max()) + 1
+        total += num_steps * int(bonds.max()) ** 2 * classes * size
+    return total <= SCAN_BYTES
+
 
 def stack_padded(tensors: Sequence[Any], caps: Sequence[Any],
                  dtype: Any) -> tuple[default_np.ndarray, default_np.ndarray]:
@@ -78,8 +95,6 @@ def _run(state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...]
 
 @functools.cache
 def _compiled_run(record_all: bool, backend: str) -> Any:
-    from .window import compile_kernel
-
     return compile_kernel(functools.partial(_run, record_all=record_all))
 
 

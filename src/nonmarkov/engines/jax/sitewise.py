@@ -24,9 +24,7 @@ Everything here is array algebra; requires JAX.
 
 from __future__ import annotations
 
-import atexit
 import functools
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -34,9 +32,9 @@ from typing import Any
 
 import numpy as default_np
 
-from ...backends import numerical_backend
-from . import window as compiled
-from .window import bond_bucket, compile_kernel, device_kept_rank
+from ...kernels.truncation import rank_rule
+from .compiler import check_ahead, compile_ahead, compile_kernel
+from .padding import _padded_qr, _svd, _used_columns, bond_bucket
 
 #: From this bond bucket on, :class:`nonmarkov.engines.jax.window.CompiledWindow` runs its
 #: steps site by site: a step then costs ~0.1 s or more, next to which ~2 dispatches
@@ -179,80 +177,6 @@ def prepare_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
     return jax.eval_shape(_kernel(name, **static), *args)
 
 
-_ahead_jobs: queue.SimpleQueue = queue.SimpleQueue()
-_ahead_worker: list[threading.Thread] = []
-_stopping = threading.Event()
-_pausing = threading.Event()
-
-
-def check_ahead() -> None:
-    """Raise in a job ahead once the compilations ahead must stop (program end, or
-    JAX's configuration about to change; see :func:`pause_ahead`)."""
-    if _stopping.is_set() or _pausing.is_set():
-        raise RuntimeError("compilations ahead stopped (program end or JAX reconfigured)")
-
-
-def compile_ahead(job: Callable[[], None]) -> Future:
-    """Run ``job`` (compilations only) in the background compiler thread; its future
-    (``cancel()`` drops a job that has not started).
-
-    While a step runs, the thread that dispatched it waits in XLA without the
-    GIL, so compiling the kernels of the coming steps in a second thread costs
-    no time on a machine with a core to spare. The thread is a daemon: a
-    compilation in progress holds up the end of the program by one kernel at most
-    (the job stops at its next kernel, see :func:`_stop_ahead`).
-    """
-    future: Future = Future()
-    _ahead_jobs.put((job, future))
-    with _executables_lock:
-        if not _ahead_worker:
-            worker = threading.Thread(target=_work_ahead, name="nonmarkov-compile-ahead",
-                                      daemon=True)
-            worker.start()
-            _ahead_worker.append(worker)
-            atexit.register(_stop_ahead)
-            numerical_backend.before_jax_change(pause_ahead)
-    return future
-
-
-def pause_ahead() -> None:
-    """Drop the queued compilations ahead and wait for the one in progress (called
-    before JAX's configuration changes; later jobs run normally)."""
-    if not _ahead_worker or threading.current_thread() is _ahead_worker[0]:
-        return
-    _pausing.set()
-    try:
-        idle: Future = Future()
-        _ahead_jobs.put((lambda: None, idle))
-        idle.result()
-    finally:
-        _pausing.clear()
-
-
-def _stop_ahead() -> None:
-    """At exit: stop the compilations ahead and wait for the kernel in progress."""
-    _stopping.set()
-    _ahead_jobs.put(None)  # ends the worker once the jobs before it have stopped
-    for worker in _ahead_worker:
-        worker.join(timeout=30)
-
-
-def _work_ahead() -> None:
-    while True:
-        item = _ahead_jobs.get()
-        if item is None:
-            return
-        job, future = item
-        if not future.set_running_or_notify_cancel():  # cancelled while queued
-            continue
-        try:
-            job()
-        except BaseException as error:  # the steps compile what they need themselves
-            future.set_exception(error)
-        else:
-            future.set_result(None)
-
-
 def _abstract(tree: Any) -> Any:
     """Device arrays -> ``jax.ShapeDtypeStruct`` (same pytree)."""
     import jax
@@ -300,7 +224,7 @@ def _couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
     rows = tensor.shape[0]
     bond, dim_m, bond_out = site.shape
     num_rows = lag.shape[0]
-    q, r = compiled._padded_qr(tensor.reshape(rows * dim_m, bond * num_rows))
+    q, r = _padded_qr(tensor.reshape(rows * dim_m, bond * num_rows))
     size = r.shape[0]
     by_row = jnp.moveaxis(r.reshape(size, bond, num_rows), 2, 0)  # (r, k, b)
     site_by_row = (site[None] * lag[:, None, :, None]).reshape(num_rows, bond, -1)
@@ -342,11 +266,11 @@ def _split(site: Any, epsrel: Any, bucket: int, max_rank: int | None,
     jnp = _jnp()
     rows, dim_m, bond = site.shape
     matrix = site.reshape(rows, dim_m * bond)
-    us, s, vh = _pad_spectrum(*compiled._svd(matrix, svd_algorithm), bucket)
-    rank = device_kept_rank(s, epsrel, max_rank)
+    us, s, vh = _pad_spectrum(*_svd(matrix, svd_algorithm), bucket)
+    rank = rank_rule(s, epsrel, max_rank, _jnp())
     kept = (jnp.arange(bucket) < rank).astype(s.dtype)
     new_site = (vh[:bucket] * kept[:, None].astype(vh.dtype)).reshape(bucket, dim_m, bond)
-    new_site = new_site * compiled._used_columns(matrix, bond)[None, None, :]
+    new_site = new_site * _used_columns(matrix, bond)[None, None, :]
     return us[:, :bucket] * kept.astype(us.dtype)[None, :], new_site, rank
 
 

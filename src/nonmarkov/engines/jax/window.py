@@ -23,7 +23,8 @@ that XLA compiles it once per shape:
   per chunk; if a wanted rank exceeded D it redoes the chunk from its start
   with a larger bucket. Chunks are short while the bond dimension is rising
   (one step after a new largest rank, doubling while it holds, up to
-  ``chunk`` and to :data:`REDO_SECONDS` of measured steps), so a redo costs
+  ``chunk`` and to the chunk length :class:`~nonmarkov.engines.jax.scheduling.Schedule`
+  allows), so a redo costs
   one step, and the bucket grows one step ahead of a steady rise; once the
   ranks hold below a bucket grown with headroom (or they fell), the bucket
   shrinks to fit them when that saves more than a compilation;
@@ -58,28 +59,26 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as default_np
 
-from ... import config
-from ...kernels.truncation import MULTIPLET_TOLERANCE
+from ...kernels.truncation import rank_rule
+from ...options import EngineOptions
+from ..base import LastArguments, WindowSpec
+from . import compiler, sitewise
+from .padding import (
+    _extent,
+    _pad_to,
+    _padded_qr,
+    _svd,
+    _svd_algorithm,
+    _used_columns,
+    bond_bucket,
+)
+from .scheduling import Schedule
 
-#: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
-#: Steps of at most 25 % below :data:`CHEAP_BOND` (4, 6, 8, 10, 12, 14, 16, 20, ..., 56)
-#: and of at most 12.5 % from there on (64, 72, 80, ..., 128, 144, ...), where a step
-#: costs more than a compilation and a bucket 25 % too large would cost up to ~2x per step.
-BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
-    {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
-    | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}))
-#: First bucket tried (smaller windows are padded up to it). A step costs ~ D^3, so a
-#: bucket above the bonds a run needs costs on every step (12 for bonds of 10: 1.7x),
-#: while one that is too small costs one more compilation (about 1 s on a CPU).
-DEFAULT_INITIAL_BOND = 10
-#: Most steps run between two fetches of the read-outs and ranks.
-DEFAULT_CHUNK = 16
 #: When a bond outgrows its bucket a second time (the bond dimension is still rising),
 #: the new bucket holds this much more than it wanted (fewer compilations) while the
 #: bucket is below :data:`CHEAP_BOND`. The first growth takes the smallest bucket that
@@ -91,15 +90,10 @@ STEADY_RISE = 0.25
 #: Up to this bucket a step costs less than a compilation (~1 s), so growth takes
 #: headroom; above it a step costs more (~D^3) and growth takes the smallest bucket.
 CHEAP_BOND = 64
-#: Most seconds of (measured) steps in one chunk: a chunk is redone whole when a bond
-#: outgrows its bucket, so long steps (S1 at bond 20: ~0.5 s) run in short chunks.
-REDO_SECONDS = 0.5
 #: A bucket is shrunk to the one that holds the ranks of the last chunks when that cuts
 #: the work per step (~D^3) to at most this fraction ...
 SHRINK_WORK = 0.7
-#: ... and saves more than this many seconds (the cost assumed for a compilation) over
-#: the steps left in the current call.
-SHRINK_SECONDS = 2.0
+#: (and saves more than a compilation costs: :meth:`Schedule.shrink_pays`).
 
 #: Smaller sizes a site of a whole-step kernel may work at (see :func:`site_levels`);
 #: each adds ~0.45 s of XLA compilation on a CPU (S1's kernel: 0.8 s without, 2.6 s
@@ -110,77 +104,12 @@ SITE_LEVELS = 4
 SITE_LEVEL_WORK = 1_000_000
 
 
-def bond_bucket(rank: int, minimum: int = 1) -> int:
-    """Smallest bucket size >= max(rank, minimum)."""
-    need = max(int(rank), int(minimum), 1)
-    for size in BOND_BUCKETS:
-        if size >= need:
-            return size
-    return 2 ** math.ceil(math.log2(need))
-
-
 def _jax() -> tuple[Any, Any, Any]:
     import jax
     import jax.numpy as jnp
     from jax import lax
 
     return jax, jnp, lax
-
-
-def device_kept_rank(singular_values: Any, epsrel: Any, max_rank: int | None = None) -> Any:
-    """Kept rank of a descending spectrum, on the device (traceable, no host sync).
-
-    The rule of :func:`nonmarkov.kernels.truncation.kept_rank`: the smallest k with
-    sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0, at least 1, extended over a
-    multiplet of nearly equal values, at most ``max_rank``. Trailing zeros
-    (padding) do not change the result. Returns an int32 scalar array.
-    """
-    _, jnp, _ = _jax()
-    s = jnp.asarray(singular_values)
-    size = s.shape[0]
-    index = jnp.arange(size)
-    # tail[k] = norm of s[k:] (a triangular product compiles much faster than a cumsum)
-    upper = (index[None, :] >= index[:, None]).astype(s.dtype)
-    tail = jnp.sqrt(upper @ (s * s))
-    below = tail <= epsrel * s[0]
-    rank = jnp.min(jnp.where(below, index, size))
-    rank = jnp.maximum(rank, 1)
-    # index i continues a multiplet when s[i] is nearly equal to s[i - 1]
-    previous = jnp.concatenate([s[:1], s[:-1]])
-    near = (index > 0) & (s >= previous * (1.0 - MULTIPLET_TOLERANCE))
-    stop = (index >= rank) & ~near
-    rank = jnp.min(jnp.where(stop, index, size))
-    rank = jnp.where(s[0] == 0.0, 1, rank)
-    if max_rank is not None:
-        rank = jnp.minimum(rank, max_rank)
-    return rank.astype(jnp.int32)
-
-
-def _used_columns(matrix: Any, bond: int) -> Any:
-    """(bond,) 1 where a right-bond index of ``matrix`` (rows, m * bond) has a nonzero entry.
-
-    An SVD leaves rounding noise (~1e-16) in the right singular vectors on
-    columns that are exactly zero (padding); multiplied through the chain,
-    such noise makes later QR steps produce subnormal numbers, which are
-    very slow on a CPU. Zeroing it is exact.
-    """
-    _, jnp, _ = _jax()
-    used = jnp.any(matrix.reshape(matrix.shape[0], -1, bond) != 0.0, axis=(0, 1))
-    return used.astype(matrix.dtype)
-
-
-def _pad_to(array: Any, shape: tuple[int, ...]) -> Any:
-    """``array`` padded with zeros at the end of every axis to ``shape``."""
-    _, jnp, _ = _jax()
-    return jnp.pad(array, [(0, total - have) for have, total in zip(array.shape, shape)])
-
-
-def _extent(array: Any, axis: int) -> Any:
-    """Used length of ``axis``: one past the last index with a nonzero entry (int32)."""
-    _, jnp, _ = _jax()
-    others = tuple(k for k in range(array.ndim) if k != axis)
-    used = jnp.any(array != 0.0, axis=others)
-    return jnp.max(jnp.where(used, jnp.arange(1, used.shape[0] + 1, dtype=jnp.int32), 0))
 
 
 def _ceil_div(value: Any, divisor: int) -> Any:
@@ -191,101 +120,6 @@ def _level(need: Any, sizes: Sequence[int]) -> Any:
     """Index of the smallest of the ascending ``sizes`` that is >= ``need`` (int32)."""
     _, jnp, _ = _jax()
     return jnp.sum(jnp.asarray(sizes[:-1], dtype=jnp.int32) < need).astype(jnp.int32)
-
-
-def _padded_qr(matrix: Any) -> tuple[Any, Any]:
-    """QR of a tall (n, w) matrix whose padding columns are exactly zero.
-
-    The zero columns are filled with unit vectors in the last rows (padding
-    rows as a rule) before the decomposition and their columns of R are set
-    to zero afterwards, so Q R equals ``matrix`` exactly whatever the fill.
-    Without the fill LAPACK completes Q on the padding through products of
-    tiny numbers that become subnormal, which is up to 100x slower on a CPU.
-    """
-    _, jnp, _ = _jax()
-    rows, width = matrix.shape
-    unused = jnp.all(matrix == 0.0, axis=0)
-    fill = jnp.eye(rows, width, k=width - rows, dtype=matrix.dtype)
-    q, r = jnp.linalg.qr(matrix + fill * unused.astype(matrix.dtype)[None, :])
-    return q, jnp.where(unused[None, :], jnp.zeros((), r.dtype), r)
-
-
-def _svd_algorithm(name: str, platform: str) -> Any:
-    """The ``algorithm`` argument of :func:`_svd` for a :data:`nonmarkov.config.VALID_JAX_SVD`
-    name: a ``jax.lax.linalg.SvdAlgorithm``, None (JAX's default) or ``'eigh'``."""
-    from jax import lax
-
-    if name == "default":
-        return None
-    if name in ("jacobi", "polar", "eigh") and platform == "cpu":
-        # eigh: slower than LAPACK's SVD on a CPU, and its kernels leave ~4x more
-        # memory mappings per compilation there (see _compiler_options)
-        raise ValueError(f"NONMARKOV_JAX_SVD={name!r} is for GPUs/TPUs, not the CPU; "
-                         "use 'default', 'qr' or 'divide_and_conquer' there")
-    if name == "eigh":
-        return name
-    return getattr(lax.linalg.SvdAlgorithm, name.upper())
-
-
-def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
-    """Thin SVD of a (p, q) matrix as (u s, s, vh): (p, k), (k,) descending, (k, q),
-    k = min(p, q), with the configured algorithm (see :func:`_svd_algorithm`)."""
-    from jax import lax
-
-    if algorithm == "eigh":
-        return _eigh_svd(matrix)
-    u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
-    return u * s[None, :].astype(u.dtype), s, vh
-
-
-def _eigh_svd(matrix: Any) -> tuple[Any, Any, Any]:
-    """:func:`_svd` from QR decompositions and Hermitian eigendecompositions.
-
-    For p <= q: matrix^dag = Q R (Q (q, p) orthonormal, R (p, p)), so
-    matrix = B Q^dag with B = R^dag; for an orthonormal W, matrix =
-    (B W)(W^dag Q^dag), where vh = (Q W)^dag has orthonormal rows and u s = B W
-    is a plain product (no division by small singular values). The singular
-    values are the column norms of B W, in descending order (up to rounding
-    among nearly equal values), so the weight that the rank rule drops is
-    exactly the norm of the part dropped. For p > q a QR of the matrix first
-    reduces it to its (q, q) R.
-
-    W comes in two levels. The eigenvectors of the Gram matrix B^dag B resolve
-    the columns of B W only to ~eps s_0^2 / s_i (in double precision a
-    singular value of 1e-8 s_0 is lost in rounding); the columns below
-    f s_0, f = eps^(1/4) (which balances the errors of the two levels), are
-    then rotated once more by the eigenvectors of their own Gram matrix (the
-    others held apart on its diagonal), whose scale is f^2 s_0^2. Both levels
-    together resolve singular values to ~eps^(3/4) s_0 (measured in double
-    precision: ~7e-13 s_0; the truncated product equals the SVD's to ~1e-16
-    at epsrel 1e-7 and 1e-10, same ranks). Meant for GPUs, where QR and
-    eigensolvers are many times faster than an SVD; on a CPU LAPACK's SVD is
-    faster.
-    """
-    _, jnp, _ = _jax()
-    rows, columns = matrix.shape
-    if rows > columns:
-        left, square = _padded_qr(matrix)
-        weighted, s, vh = _eigh_svd(square)
-        return left @ weighted, s, vh
-    q, r = _padded_qr(matrix.conj().T)
-    base = r.conj().T
-    _, w = jnp.linalg.eigh(r @ base)
-    first = base @ w
-    s = jnp.linalg.norm(first, axis=0)
-    floor = default_np.finfo(s.dtype).eps ** 0.25 * jnp.max(s)
-    small = s < floor
-    part = first * small.astype(base.dtype)[None, :]
-    # the other columns sit on the diagonal at distinct values above the small ones,
-    # so that the eigensolver keeps them apart and in place
-    apart = 2.0 * floor**2 * (1.0 + jnp.arange(rows) / rows)
-    gram = part.conj().T @ part + jnp.diag(jnp.where(small, 0.0, apart)).astype(base.dtype)
-    # descending: the held-apart columns (in the ascending order of the first level)
-    # above the small ones (ascending after the second); no sort needed
-    w = (w @ jnp.linalg.eigh(gram)[1])[:, ::-1]
-    weighted = base @ w
-    s = jnp.linalg.norm(weighted, axis=0)
-    return weighted, s, (q @ w).conj().T
 
 
 def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
@@ -388,7 +222,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     if oldest == "finalize":
         # split off the oldest point: last = (u s) vh, u s stays in the window
         us, s, vh = _svd(last[:, :, :bond].reshape(wide, dim_m * bond), svd_algorithm)
-        final_rank = device_kept_rank(s, epsrel, max_rank)
+        final_rank = rank_rule(s, epsrel, max_rank, jnp)
         kept = (jnp.arange(bond) < final_rank).astype(s.dtype)
         final_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
         final_site = final_site * _used_columns(last[:, :, :bond], bond)[None, None, :]
@@ -415,7 +249,7 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         matrix = (site[:rows, :, :rows].reshape(rows * dim_m, rows) @ right[:rows, :size]) \
             .reshape(rows, dim_m * size)
         us, s, vh = _svd(matrix, svd_algorithm)
-        rank = device_kept_rank(s, epsrel, max_rank)
+        rank = rank_rule(s, epsrel, max_rank, jnp)
         keep = min(bond, s.shape[0])
         kept = (jnp.arange(keep) < rank).astype(s.dtype)
         new_site = (vh[:keep] * kept[:, None].astype(dtype)).reshape(keep, dim_m, size)
@@ -478,40 +312,14 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     return front, new_sites, count, log_scale, readout, wanted
 
 
-def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
-    """XLA options on a CPU: the classic elemental emitters, LLVM at level 1.
-
-    Measured on the B1 step (benchmarks/README.md): the default (fusion
-    emitters, level 2) compiles in ~3 s; level 0 in ~1.4 s but its
-    unoptimised loops (the small complex matmuls, transposes and masks
-    between the LAPACK calls) make a step ~1.5x slower; level 1 without the
-    fusion emitters compiles in ~1.3 s and runs as fast as the default.
-
-    The code is generated as one module (``xla_cpu_parallel_codegen_split_count``
-    1): every compilation leaves memory mappings in the process that are not
-    returned when the kernel is freed (measured: ~12 per small kernel with the
-    default split, 6 with one module), and a process dies (segmentation fault
-    in the compiler) once it reaches the system's limit (``vm.max_map_count``,
-    65530 as a rule), after a few thousand kernels; site by site, a long run
-    compiles hundreds. Compile times on B2 with and without: 2.8 / 2.3 s and
-    1.9 / 2.3 s (two runs each, a busy 2-core machine): no clear cost.
-    """
-    jax, _, _ = _jax()
-    if jax.default_backend() == "cpu":
-        return {"xla_backend_optimization_level": optimization_level,
-                "xla_cpu_use_fusion_emitters": False,
-                "xla_cpu_parallel_codegen_split_count": 1}
-    return {}
-
-
-def site_levels(bond: int, num_rows: int, dim_m: int, platform: str) -> tuple[int, ...]:
+def site_levels(bond: int, num_rows: int, dim_m: int, platform: str,
+                choice: str = "auto") -> tuple[int, ...]:
     """Smaller bond sizes at which a site of the whole-step kernel of bucket ``bond`` may
     be worked on (see :func:`_step`): the :data:`SITE_LEVELS` largest sizes of the form
     2^k (1 + i/8) below ``bond`` and not below half of it, when the work of a site
     (~m (D r)^3 for a carrier of r rows) is at least :data:`SITE_LEVEL_WORK` and
-    ``NONMARKOV_JAX_SITE_LEVELS`` allows them on ``platform`` (``auto``: on a CPU;
-    GPUs not measured yet); else none."""
-    choice = config.JAX_SITE_LEVELS
+    ``choice`` (the ``site_levels`` option) allows them on ``platform`` (``auto``: on a
+    CPU; GPUs not measured yet); else none."""
     allowed = choice == "on" or (choice == "auto" and platform == "cpu")
     if not allowed or dim_m * (bond * num_rows) ** 3 < SITE_LEVEL_WORK:
         return ()
@@ -525,31 +333,11 @@ def kernel_sizes(bond: int, levels: Sequence[int]) -> tuple[int, ...]:
     return tuple(size for size in sorted(levels) if size < bond) + (bond,)
 
 
-def compile_kernel(function: Callable[..., Any],
-                   optimization_level: int = 1) -> Callable[..., Any]:
-    """``jax.jit`` of ``function`` with full-precision matrix products.
-
-    At JAX's default precision a GPU may multiply float32/complex64 matrices
-    in TF32 (~1e-3 relative error); the kernels are traced with the
-    ``highest`` matmul precision so that single precision does not depend on
-    the device (no effect in double precision). On a CPU the XLA options of
-    :func:`_compiler_options` apply (``optimization_level``: LLVM's).
-    """
-    jax, _, _ = _jax()
-
-    @functools.wraps(function)
-    def full_precision(*args: Any, **kwargs: Any) -> Any:
-        with jax.default_matmul_precision("highest"):
-            return function(*args, **kwargs)
-
-    return jax.jit(full_precision, compiler_options=_compiler_options(optimization_level))
-
-
 @functools.cache
 def _compiled_step(memory: int, max_rank: int | None, backend: str,
                    oldest: str = "trace", svd: str = "default",
                    levels: tuple[int, ...] = ()) -> Callable[..., tuple[Any, ...]]:
-    return compile_kernel(functools.partial(_step, memory=memory, max_rank=max_rank,
+    return compiler.compile_kernel(functools.partial(_step, memory=memory, max_rank=max_rank,
                                             oldest=oldest,
                                             svd_algorithm=_svd_algorithm(svd, backend),
                                             levels=levels))
@@ -560,33 +348,21 @@ class CompiledWindow:
 
     Parameters
     ----------
-    front : (x,) the first point's vector (site 0 after step 0), host array.
-    projector : (x, m) class projector P[alpha, c].
-    first : (x, m) coupling of a new point x to the point before it (lag 1)
-        times its own factor.
-    carrier : (x,) int, row of the lag matrices used by each x (< r).
-    lag_rows : callable, ``lag_rows(lag)`` -> (r, m) lag matrix rows for lag >= 2.
-    out_map : (x, x) applied to every read-out vector (e.g. back to the
-        original basis).
-    epsrel : truncation threshold (see :mod:`nonmarkov.kernels.truncation`).
-    memory : number of points kept (dkmax), or None for no memory cut.
+    spec : the window (:class:`~nonmarkov.engines.base.WindowSpec`): the first
+        point, couplings, ``epsrel``, memory and the handling of the oldest point
+        (``'trace'``: run with :meth:`advance`; ``'finalize'``: with
+        :meth:`advance_finalize`).
+    options : the engine options (first bucket, chunk length, SVD algorithm,
+        site by site, site levels, deterministic scheduling).
     dtype : complex dtype of the window.
-    log_scale : log of the factor ``front`` was divided by.
-    initial_bond : first bond bucket (default :data:`DEFAULT_INITIAL_BOND`).
-    chunk : most steps run between two fetches (default :data:`DEFAULT_CHUNK`);
-        fewer while the bond dimension rises.
-    max_rank : optional hard cap on every bond.
-    oldest : ``'trace'`` (TEMPO, run with :meth:`advance`) or ``'finalize'``
-        (PT-TEMPO, run with :meth:`advance_finalize`).
     """
 
-    def __init__(self, front: Any, projector: Any, first: Any, carrier: Any,
-                 lag_rows: Callable[[int], Any], out_map: Any, epsrel: float,
-                 memory: int | None, dtype: Any, log_scale: float = 0.0,
-                 initial_bond: int | None = None, chunk: int | None = None,
-                 max_rank: int | None = None, oldest: str = "trace"):
-        if oldest not in ("trace", "finalize"):
-            raise ValueError(f"oldest must be 'trace' or 'finalize'; got {oldest!r}")
+    def __init__(self, spec: WindowSpec, options: EngineOptions, dtype: Any):
+        oldest, front, projector, first, carrier = (spec.oldest, spec.front, spec.projector,
+                                                    spec.first, spec.carrier)
+        lag_rows, out_map, epsrel, memory = spec.lag_rows, spec.out_map, spec.epsrel, spec.memory
+        self._options = options
+        self._schedule = Schedule(options.deterministic)
         self._oldest = oldest
         #: right bond of the oldest window site (left bond of the last finalised site)
         self._final_bond = 1
@@ -601,9 +377,9 @@ class CompiledWindow:
         self._num_rows = int(carrier.max()) + 1
         self._lag_rows = lag_rows
         self._memory = 0 if memory is None else int(memory)
-        self._chunk = int(DEFAULT_CHUNK if chunk is None else chunk)
-        initial_bond = DEFAULT_INITIAL_BOND if initial_bond is None else initial_bond
-        self._max_rank = None if max_rank is None else int(max_rank)
+        self._chunk = options.chunk
+        initial_bond = options.initial_bond
+        self._max_rank = None if spec.max_rank is None else int(spec.max_rank)
         self._min_bond = math.ceil(self._dim_x / self._num_rows)
         put = self._put
         self._constants = {
@@ -622,14 +398,15 @@ class CompiledWindow:
         self._sites = put(default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype))
         self._count = 0  # sites besides the front (known on the host without a sync)
         self._count_device = jax.device_put(default_np.asarray(0, dtype=default_np.int32))
-        self._log_scale = put(log_scale, self._float)
+        self._log_scale = put(spec.log_scale, self._float)
         self._set_lags(capacity)
-        self._propagators: tuple[Any, Any, Any, Any] | None = None
+        #: device copies of the step's propagators, moved only when they change
+        self._device_propagators = LastArguments(
+            lambda between, second: (self._put(between), self._put(second)))
         self.max_rank_seen = 1
         self._grown = False  # whether the bucket has grown before (see GROWTH_HEADROOM)
         self._stride = 1  # steps in the next chunk (adaptive, at most self._chunk)
         self._growth = 0  # rise of the largest rank per step in the last chunk
-        self._step_seconds = 0.0  # measured time per step of the last chunk
         self._steps_left = 0  # steps of the current advance call not yet run
         #: chunks since the largest rank last rose, and the largest rank in them
         self._held = 0
@@ -658,6 +435,16 @@ class CompiledWindow:
     def sitewise(self) -> bool:
         """Whether the steps run site by site (:mod:`nonmarkov.engines.jax.sitewise`)."""
         return self._sitewise is not None
+
+    @property
+    def schedule(self) -> Schedule:
+        """The window's time measurements and the choices made from them."""
+        return self._schedule
+
+    @property
+    def num_classes(self) -> int:
+        """m, the number of classes of a point."""
+        return self._dim_m
 
     @property
     def memory(self) -> int:
@@ -706,10 +493,8 @@ class CompiledWindow:
 
     def compile_step_ahead(self, bond: int) -> Any:
         """Compile the step kernel for bucket ``bond`` (and the current capacity) in
-        the background compiler thread (:func:`nonmarkov.engines.jax.sitewise.compile_ahead`);
+        the background compiler thread (:func:`nonmarkov.engines.jax.compiler.compile_ahead`);
         returns its ``concurrent.futures.Future``. The steps then find it compiled."""
-        from . import sitewise  # imports this module
-
         jax = self._jax
         step = self._step_kernel(bond)
         matrix = jax.ShapeDtypeStruct((self._dim_x, self._dim_x), self._dtype)
@@ -718,19 +503,20 @@ class CompiledWindow:
                 self._count_device, self._log_scale, matrix, matrix, self._constants)
 
         def job() -> None:
-            sitewise.check_ahead()
+            compiler.check_ahead()
             step.lower(*args).compile()
 
-        return sitewise.compile_ahead(job)
+        return compiler.compile_ahead(job)
 
     def _levels(self, bond: int) -> tuple[int, ...]:
         """:func:`site_levels` of bucket ``bond`` for this window on this device."""
-        return site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend())
+        return site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend(),
+                           self._options.site_levels)
 
     def _step_kernel(self, bond: int) -> Callable[..., tuple[Any, ...]]:
         """The compiled step for bucket ``bond`` (with its site levels)."""
         return _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
-                              self._oldest, config.JAX_SVD, self._levels(bond))
+                              self._oldest, self._options.svd, self._levels(bond))
 
     def _site_size(self, bond: int) -> int:
         """Size at which the kernel of bucket ``bond`` works on a site that holds the
@@ -741,7 +527,7 @@ class CompiledWindow:
     def load_host_window(self, window: Sequence[Any], log_scale: float,
                          bond: int = 1) -> None:
         """Continue from a window that was advanced on the host (see
-        :mod:`nonmarkov.engines.jax.host_start`).
+        :mod:`nonmarkov.engines.jax.engine`).
 
         ``window``: newest first, the front (1, x, k) normalised, then the sites
         (k, m, k') of :mod:`nonmarkov.kernels.window` (at most the capacity); its
@@ -767,14 +553,6 @@ class CompiledWindow:
         self._bond_ranks = [site.shape[2] for site in sites[:-1]]
         self._final_bond = sites[-1].shape[2]
         self.max_rank_seen = max(self.max_rank_seen, largest)
-
-    def _device_propagators(self, between: Any, second: Any) -> tuple[Any, Any]:
-        """Device copies of the step's propagators; moved only when they change."""
-        cached = self._propagators
-        if cached is None or cached[0] is not between or cached[1] is not second:
-            cached = (between, second, self._put(between), self._put(second))
-            self._propagators = cached
-        return cached[2], cached[3]
 
     def _next_count(self, count: int) -> int:
         if self._memory and count + 1 >= self._memory:
@@ -886,8 +664,8 @@ class CompiledWindow:
         steady = rising and self._growth > 0 and growth <= STEADY_RISE * self.max_rank_seen
         self._growth = growth
         self._stride = 1 if rising else min(2 * self._stride, self._chunk)
-        if self._sitewise is None and self._step_seconds > 0.0:
-            self._stride = min(self._stride, max(1, int(REDO_SECONDS / self._step_seconds)))
+        if self._sitewise is None:
+            self._stride = self._schedule.cap_chunk(self._stride)
         self.max_rank_seen = max(self.max_rank_seen, largest)
         self._held, self._held_largest = (0, 0) if rising else \
             (self._held + 1, max(self._held_largest, largest))
@@ -917,7 +695,7 @@ class CompiledWindow:
     def _shrink(self, steps_left: int) -> None:
         """Re-pad to the smallest bucket that holds the ranks of the chunks since the
         largest rank last rose, if that saves more than a compilation would cost over
-        ``steps_left`` steps (see :data:`SHRINK_WORK`, :data:`SHRINK_SECONDS`).
+        ``steps_left`` steps (see :data:`SHRINK_WORK`, :meth:`Schedule.shrink_pays`).
 
         A bucket grown with headroom while the bond rose (S1: 24 for rank 19) or
         left behind by ranks that fell would otherwise cost ~D^3 on every later step.
@@ -925,8 +703,8 @@ class CompiledWindow:
         target = bond_bucket(self._held_largest, self._min_bond)
         # the largest sites work at the smallest kernel size that holds them (site levels)
         work = (self._site_size(target) / self._site_size(self.bond)) ** 3
-        saving = steps_left * self._step_seconds * (1.0 - work)
-        if target < self.bond and work <= SHRINK_WORK and saving > SHRINK_SECONDS:
+        if target < self.bond and work <= SHRINK_WORK and \
+                self._schedule.shrink_pays(steps_left, work):
             self._resize(target, self.capacity)
             self.shrinks += 1
 
@@ -953,11 +731,11 @@ class CompiledWindow:
                 front, sites, count, log_scale, readout, wanted = step(
                     front, sites, count, log_scale, between, second, self._constants)
                 if not outputs:  # the first call compiles (if needed), then runs async
-                    dispatched = time.perf_counter()
+                    self._schedule.chunk_dispatched()
                 outputs.append((readout, wanted))
             readouts, wanted = self._jax.device_get(
                 ([item[0] for item in outputs], [item[1] for item in outputs]))
-            self._step_seconds = (time.perf_counter() - dispatched) / len(propagators)
+            self._schedule.chunk_done(len(propagators))
             if self._oldest == "finalize":  # (site, rank, log) per step -> three lists
                 readouts = tuple(list(part) for part in zip(*readouts))
             self.fetches += 1
@@ -988,26 +766,22 @@ class CompiledWindow:
 
     def _sitewise_at(self, bond: int) -> bool:
         """Whether bucket ``bond`` runs site by site (see :meth:`_sitewise_due`)."""
-        from . import sitewise  # imports this module
-
-        choice = config.JAX_SITEWISE
+        choice = self._options.sitewise
         allowed = choice == "on" or (choice == "auto" and self._jax.default_backend() == "cpu")
         return allowed and bond >= sitewise.SITEWISE_BOND
 
     def _switch_to_sitewise(self) -> None:
         """Hand the window to :class:`~nonmarkov.engines.jax.sitewise.SitewiseWindow` (once per run:
         one fetch of the window, cut to the used part of every bond)."""
-        from .sitewise import SitewiseWindow
-
         for future in self._ahead.values():  # whole-step kernels no longer wanted
             future.cancel()
         self._ahead.clear()
         front, sites = self._jax.device_get((self._front, self._sites[:self._count]))
         right_end = self._final_bond if self._oldest == "finalize" else 1
-        self._sitewise = SitewiseWindow.from_padded(
+        self._sitewise = sitewise.SitewiseWindow.from_padded(
             default_np.asarray(front), default_np.asarray(sites), self._log_scale, right_end,
             self._constants, self._memory, self._max_rank, self._oldest,
-            _svd_algorithm(config.JAX_SVD, self._jax.default_backend()))
+            _svd_algorithm(self._options.svd, self._jax.default_backend()))
         self.fetches += 1
 
     def _run_chunk_sitewise(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:

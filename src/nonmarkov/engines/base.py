@@ -1,0 +1,198 @@
+"""The engine interface: what an algorithm asks of a backend.
+
+Two engines, one implementation of each per backend (:mod:`.host` on the
+NumPy kernels, :mod:`.jax` compiled); :func:`nonmarkov.engines.window_engine`
+and :func:`~nonmarkov.engines.chain_engine` choose one from the active backend
+and the :class:`~nonmarkov.options.EngineOptions`. An algorithm is written once
+against these protocols and never asks which backend runs.
+
+- A **window engine** holds the memory window of TEMPO or PT-TEMPO (an MPS over
+  the most recent time points, :mod:`nonmarkov.kernels.window`) and advances it
+  by steps: couple a new point to every site, truncate with ``epsrel``, and
+  trace out (``'trace'``, TEMPO) or split off (``'finalize'``, PT-TEMPO) the
+  oldest point once the memory is full. It is made from a :class:`WindowSpec`.
+- A **chain engine** propagates a system state through process-tensor steps
+  (:mod:`nonmarkov.kernels.chain`): a whole run (:meth:`ChainEngine.run`), or
+  step by step for algorithms that branch the state (correlations).
+
+All arrays that cross the interface are host (NumPy) arrays unless a method
+says otherwise; each engine keeps its own arrays where it computes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as default_np
+
+#: How the oldest point of a full window is handled.
+OLDEST_MODES = ("trace", "finalize")
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowSpec:
+    """What a memory window is made of, after its first point (host arrays).
+
+    A point's index x (x = d^2 for TEMPO, x = m classes for PT-TEMPO) has a
+    class c(x) among m; the influence couples classes through lag matrices
+    whose rows (the carrier values, r of them) may be shared by several x.
+
+    Parameters
+    ----------
+    front : (x,) the first point's vector, normalised.
+    log_scale : log of the factor ``front`` was divided by.
+    projector : (x, m) class projector P[x, c].
+    first : (x, m) coupling of a new point x to the point before it (lag 1)
+        times its own factor.
+    carrier : (x,) int, the row (< r) of the lag matrices used by each x.
+    lag_rows : ``lag_rows(lag)`` -> (r, m), the distinct rows of the lag matrix
+        of ``lag`` >= 1.
+    out_map : (x, x) applied to every read-out vector ('trace').
+    epsrel : truncation threshold (:mod:`nonmarkov.kernels.truncation`).
+    memory : points kept in the window (dkmax), or None for no memory cut.
+    oldest : ``'trace'`` (TEMPO: the oldest point is traced out and every step
+        is read out) or ``'finalize'`` (PT-TEMPO: it is split off and returned;
+        a new point couples to the front through every class, with no system).
+    max_rank : optional hard cap on every bond.
+    """
+
+    front: Any
+    log_scale: float
+    projector: Any
+    first: Any
+    carrier: Any
+    lag_rows: Callable[[int], Any]
+    out_map: Any
+    epsrel: float
+    memory: int | None
+    oldest: str
+    max_rank: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.oldest not in OLDEST_MODES:
+            raise ValueError(f"oldest must be one of {list(OLDEST_MODES)}; got {self.oldest!r}")
+
+    @property
+    def num_rows(self) -> int:
+        """r, the number of distinct rows of the lag matrices."""
+        return int(default_np.max(self.carrier)) + 1
+
+
+class WindowEngine(Protocol):
+    """A memory window that advances by steps (see the module docstring)."""
+
+    #: how many steps a caller should hand over per call (progress granularity)
+    steps_per_call: int
+
+    @property
+    def memory(self) -> int:
+        """Points kept in the window, 0 for no memory cut."""
+
+    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
+                                                                       list[int]]:
+        """One step per (between (x, x), second (x, x)) pair ('trace' windows).
+
+        ``between`` takes the front's point to the new one (the second half
+        step of the last step times the first half step of this one);
+        ``second`` is this step's second half step. Returns the read-out
+        vectors (steps, x), ``out_map @ second @ state``, and the largest bond
+        of the window after each step.
+        """
+
+    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
+        """``num_steps`` steps of a 'finalize' window.
+
+        Returns per step (the split-off oldest site M[l, c, r] (k, m, k') or
+        None while the window fills, the log-scale before the step) and the
+        largest bond after each step.
+        """
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """The window, newest first: front (1, x, k), sites (k, m, k'); and the
+        front's log-scale ('finalize' windows)."""
+
+
+class PreparedProcessTensor(Protocol):
+    """A process tensor made ready for a chain engine's steps."""
+
+    transform_in: Any
+    transform_out: Any
+    classes: Any
+
+    def tensor(self, step: int) -> Any:
+        """The step tensor T[b, b', c] of ``step`` on the engine's backend."""
+
+    def cap(self, step: int) -> Any:
+        """The vector that closes the bond after ``step`` (traced future)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainRun:
+    """A whole propagation of a state through process-tensor steps (host arrays).
+
+    Step k: pre-control, ``propagators(k)[0]`` (first half step), each process
+    tensor's step k in its own basis, ``propagators(k)[1]``, post-control.
+
+    Parameters
+    ----------
+    initial : (d^2,) the vectorised initial state.
+    num_steps : number of steps N.
+    propagators : ``propagators(k)`` -> (first, second), (d^2, d^2) each.
+    constant_propagators : whether they are the same at every step.
+    controls : ``controls(k)`` -> (pre, post), each (d^2, d^2) or None; or None.
+    process_tensors : the process tensors (each of at least N steps).
+    record_all : read out after every step (else after the last only).
+    on_step : called with the number of steps done since the last call (progress).
+    """
+
+    initial: Any
+    num_steps: int
+    propagators: Callable[[int], tuple[Any, Any]]
+    constant_propagators: bool
+    controls: Callable[[int], tuple[Any, Any]] | None
+    process_tensors: Sequence[Any]
+    record_all: bool
+    on_step: Callable[[int], None] = lambda count: None
+
+
+class ChainEngine(Protocol):
+    """Propagation of a system state through process-tensor steps."""
+
+    def run(self, run: ChainRun) -> default_np.ndarray:
+        """The read-out vectors (d^2,) after every step, (N, d^2), or after the last
+        step only, (1, d^2)."""
+
+    def prepare(self, process_tensors: Sequence[Any], num_steps: int,
+                record_all: bool) -> list[PreparedProcessTensor]:
+        """The process tensors ready for :meth:`step`; caps for every step if
+        ``record_all``, else for the last."""
+
+    def step(self, state: Any, step: int, first: Any, second: Any,
+             prepared: Sequence[PreparedProcessTensor], pre: Any = None,
+             post: Any = None) -> Any:
+        """Take ``state`` (bonds..., [batch,] d^2), on the engine's backend, from
+        t_step to t_step+1; ``first``/``second``/``pre``/``post`` host arrays."""
+
+
+class LastArguments:
+    """``function(*arrays)``, computed again only when called with other array objects.
+
+    A time-independent system returns the same propagator arrays at every
+    step; what is derived from them (products, basis changes, device copies)
+    is then computed once. Compares by identity, so it is cheap and exact.
+    """
+
+    def __init__(self, function: Callable[..., Any]):
+        self._function = function
+        self._arguments: tuple[Any, ...] | None = None
+        self._value: Any = None
+
+    def __call__(self, *arguments: Any) -> Any:
+        previous = self._arguments
+        if previous is None or len(previous) != len(arguments) or any(
+                a is not b for a, b in zip(arguments, previous)):
+            self._arguments = arguments
+            self._value = self._function(*arguments)
+        return self._value

@@ -1,0 +1,249 @@
+"""The host engines: the window and chain engines on the backend proxy's kernels.
+
+These run the NumPy kernels of :mod:`nonmarkov.kernels` step by step. They are
+the engines of the NumPy backend, the first steps of the JAX window engine
+(its host start, under :func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`)
+and the chain engine of the JAX backend for what its compiled scan does not
+cover (controls, time-dependent systems, process tensors read from files).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as default_np
+
+from ..backends.host import to_backend
+from ..backends.numerical_backend import np
+from ..kernels.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds
+from ..kernels.window import advance_window, normalise, trace_vectors
+from ..options import EngineOptions
+from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
+from ..process_tensors.uniform import UniformProcessTensor
+from .base import ChainRun, LastArguments, PreparedProcessTensor, WindowSpec
+
+#: Step tensors of a streamed process tensor kept on the host between the backward
+#: (caps) and the forward pass, so that a small one is read only once.
+STREAM_CACHE_BYTES = 64 * 2**20
+
+
+class HostWindowEngine:
+    """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
+    on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
+
+    steps_per_call = 1
+
+    def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
+        self._spec = spec
+        self._projector = to_backend(spec.projector)
+        self._first = to_backend(spec.first)
+        self._carrier = np.asarray(default_np.asarray(spec.carrier, dtype=int))
+        self._num_rows = spec.num_rows
+        self._out_map = spec.out_map
+        self._lags: list[Any] = []  # lag rows of window positions 1, 2, ... on the backend
+        self._window = [to_backend(spec.front).reshape(1, -1, 1)]
+        self._log_scale = float(spec.log_scale)
+        self._memory = 0 if spec.memory is None else int(spec.memory)
+        self._between = LastArguments(to_backend)
+        m = self._projector.shape[1]
+        self._pt_between = default_np.ones((m, m))
+
+    @property
+    def memory(self) -> int:
+        """Points kept in the window, 0 for no memory cut."""
+        return self._memory
+
+    @property
+    def log_scale(self) -> float:
+        """Log of the factor the front was divided by."""
+        return self._log_scale
+
+    def _site_lags(self, count: int) -> list[Any]:
+        while len(self._lags) < count:
+            self._lags.append(to_backend(self._spec.lag_rows(len(self._lags) + 2)))
+        return self._lags[:count]
+
+    def _step(self, between: Any) -> Any:
+        """One step of the window; returns the finalised site or None."""
+        window = self._window
+        n = len(window)
+        full = self._memory and n >= self._memory
+        oldest = ("trace" if self._spec.oldest == "trace" else "finalize") if full else "keep"
+        theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector,
+                          window[0][0])
+        window, done = advance_window(window, theta, self._first, self._carrier,
+                                      self._num_rows, self._site_lags(n - 1), self._spec.epsrel,
+                                      oldest, self._spec.max_rank)
+        window[0], log_norm = normalise(window[0])
+        self._window = window
+        self._log_scale += log_norm
+        return done
+
+    def _largest_bond(self) -> int:
+        return max(site.shape[2] for site in self._window)
+
+    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
+                                                                       list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
+        if self._spec.oldest != "trace":
+            raise ValueError("advance needs a 'trace' window; use advance_finalize")
+        readouts, ranks = [], []
+        for between, second in propagators:
+            self._step(between)
+            window = self._window
+            vector, log_rest = trace_vectors(window[1:]) if len(window) > 1 else (None, 0.0)
+            state = window[0][0] if vector is None else window[0][0] @ vector
+            state = np.to_host(state).reshape(-1) * math.exp(self._log_scale + log_rest)
+            readouts.append(self._out_map @ (second @ state))
+            ranks.append(self._largest_bond())
+        dim_x = self._projector.shape[0]
+        stacked = default_np.asarray(readouts) if readouts else default_np.zeros((0, dim_x))
+        return stacked, ranks
+
+    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
+        if self._spec.oldest != "finalize":
+            raise ValueError("advance_finalize needs a 'finalize' window; use advance")
+        finalised, ranks = [], []
+        for _ in range(num_steps):
+            log_before = self._log_scale
+            done = self._step(self._pt_between)
+            finalised.append((None if done is None else default_np.asarray(np.to_host(done)),
+                              log_before))
+            ranks.append(self._largest_bond())
+        return finalised, ranks
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
+        return [default_np.asarray(np.to_host(site)) for site in self._window], self._log_scale
+
+    @property
+    def window(self) -> list[Any]:
+        """The window on the active backend, newest first."""
+        return list(self._window)
+
+
+def in_memory(pt: BaseProcessTensor) -> bool:
+    """Whether the step tensors of ``pt`` are held in memory (not read from a file)."""
+    return isinstance(pt, SimpleProcessTensor | UniformProcessTensor)
+
+
+class HostProcessTensor:
+    """A process tensor's transforms, step tensors and caps on the active backend.
+
+    In memory (:func:`in_memory`): each distinct step tensor is moved to the
+    backend once (a uniform one's repeating tensor once in all). Read from a
+    file: step by step, backward for the caps and forward for the dynamics,
+    never held whole: the earliest steps read by the backward pass (up to
+    :data:`STREAM_CACHE_BYTES`) are kept for the forward pass, the others are
+    read again. A process tensor with its own caps (``get_cap``) needs no
+    backward pass.
+    """
+
+    def __init__(self, pt: BaseProcessTensor, num_steps: int, record_all: bool):
+        self._pt = pt
+        self.transform_in = to_backend(pt.transform_in)
+        self.transform_out = to_backend(pt.transform_out)
+        self._on_backend: dict[int, tuple[Any, Any]] = {}  # id(host array) -> both
+        self._cache: dict[int, default_np.ndarray] = {}
+        self._caps: dict[int, Any] = {}
+        self._in_memory = in_memory(pt)
+        self.classes: Any = None
+        if num_steps == 0 or pt.num_steps == 0:
+            return
+        first, classes = pt.get_step_tensor(0)
+        self.classes = np.asarray(default_np.asarray(classes))
+        if pt.get_cap(0) is not None:
+            return
+        weights = to_backend(trace_weights(classes, pt.dimension))
+        length = int(pt.num_steps)
+        lowest = 0 if record_all else num_steps - 1
+        last = pt.get_step_tensor(length - 1)[0]
+        cap = np.ones((last.shape[1],), dtype=np.dtype_complex)
+        cached_bytes = 0
+        for step in range(length - 1, lowest - 1, -1):
+            if step < num_steps and (record_all or step == lowest):
+                self._caps[step] = cap
+            if step > lowest:
+                tensor = last if step == length - 1 else pt.get_step_tensor(step)[0]
+                cap = cap_before(self._moved(tensor), weights, cap)
+                if step < num_steps and not self._in_memory:
+                    self._cache[step] = tensor  # keep the earliest (dict order: descending)
+                    cached_bytes += tensor.nbytes
+                    while cached_bytes > STREAM_CACHE_BYTES and self._cache:
+                        cached_bytes -= self._cache.pop(next(iter(self._cache))).nbytes
+
+    def _moved(self, tensor: default_np.ndarray) -> Any:
+        """``tensor`` on the backend; once per array for a process tensor in memory."""
+        if not self._in_memory:
+            return to_backend(tensor)
+        entry = self._on_backend.get(id(tensor))
+        if entry is None or entry[0] is not tensor:
+            entry = self._on_backend[id(tensor)] = (tensor, to_backend(tensor))
+        return entry[1]
+
+    def tensor(self, step: int) -> Any:
+        """Step tensor T[b, b', c] of ``step`` on the backend."""
+        tensor = self._cache.pop(step, None)
+        if tensor is None:
+            tensor = self._pt.get_step_tensor(step)[0]
+        return self._moved(tensor)
+
+    def cap(self, step: int) -> Any:
+        """The vector closing the bond after ``step`` (traced future), on the backend."""
+        own = self._pt.get_cap(step)
+        if own is not None:
+            return self._moved(own)
+        return self._caps[step]
+
+
+class HostChainEngine:
+    """The chain engine on the kernels of :mod:`nonmarkov.kernels.chain`, step by step
+    (see :class:`~nonmarkov.engines.base.ChainEngine`)."""
+
+    def __init__(self, options: EngineOptions | None = None):
+        self._controls = LastArguments(lambda pre, post: (
+            None if pre is None else to_backend(pre), None if post is None else to_backend(post)))
+        self._propagators = LastArguments(lambda first, second: (to_backend(first),
+                                                                 to_backend(second)))
+
+    def prepare(self, process_tensors: Sequence[BaseProcessTensor], num_steps: int,
+                record_all: bool) -> list[PreparedProcessTensor]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.prepare`."""
+        return [HostProcessTensor(pt, num_steps, record_all) for pt in process_tensors]
+
+    def step(self, state: Any, step: int, first: Any, second: Any,
+             prepared: Sequence[PreparedProcessTensor], pre: Any = None,
+             post: Any = None) -> Any:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.step`."""
+        first, second = self._propagators(first, second)
+        pre, post = self._controls(pre, post)
+        if pre is not None:
+            state = apply_superoperator(state, pre)
+        state = apply_superoperator(state, first)
+        for axis, pt in enumerate(prepared):
+            state = apply_superoperator(state, pt.transform_in)
+            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
+            state = apply_superoperator(state, pt.transform_out)
+        state = apply_superoperator(state, second)
+        if post is not None:
+            state = apply_superoperator(state, post)
+        return state
+
+    def run(self, run: ChainRun) -> default_np.ndarray:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
+        prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)
+        d2 = default_np.asarray(run.initial).size
+        state = to_backend(default_np.asarray(run.initial).reshape((1,) * len(prepared) + (d2,)))
+        readouts = []
+        for step in range(run.num_steps):
+            pre, post = (None, None) if run.controls is None else run.controls(step)
+            first, second = run.propagators(step)
+            state = self.step(state, step, first, second, prepared, pre, post)
+            if run.record_all or step == run.num_steps - 1:
+                vector = close_bonds(state, [pt.cap(step) for pt in prepared])
+                readouts.append(default_np.asarray(np.to_host(vector)).reshape(-1))
+            run.on_step(1)
+        return default_np.asarray(readouts).reshape(-1, d2)

@@ -1,0 +1,161 @@
+"""The JAX engines: the window engine (compiled steps with a host start) and the
+chain engine (one compiled scan, or the host engine's steps on the JAX proxies).
+
+Host start. XLA compiles the whole-step kernel of :class:`CompiledWindow` in
+about a second on a CPU (more on a GPU), as long as a short TEMPO run takes on
+NumPy. With the ``host_start`` option (default on) a window with a memory cut
+compiles its first kernel in the background compiler thread while the calling
+thread runs the first steps with the NumPy kernels (:class:`HostWindowEngine`
+under :func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`); the
+window then moves to the device (:meth:`CompiledWindow.load_host_window`) and the
+steps go on there. A bond that outgrows the bucket being compiled has the next
+bucket compiled instead; the host steps stop at bond :data:`HOST_START_BOND`,
+where a host step costs more than waiting for a compilation would on an
+accelerator. Both are the same algorithm, so the results agree to rounding; how
+many steps run on the host depends on the compile time unless the options are
+``deterministic`` (:mod:`.scheduling`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as default_np
+
+from ...backends.numerical_backend import np, numpy_in_this_thread
+from ...options import EngineOptions
+from ..base import ChainRun, WindowSpec
+from ..host import HostChainEngine, HostWindowEngine, in_memory
+from .chain import run_chain, scan_fits, stack_padded
+from .padding import bond_bucket
+from .window import CompiledWindow
+
+#: The host steps stop once a bond of the window reaches this dimension.
+HOST_START_BOND = 64
+
+
+class JaxWindowEngine:
+    """The window engine of the JAX backend (see :class:`~nonmarkov.engines.base.WindowEngine`).
+
+    ``compiled`` is the :class:`CompiledWindow` it runs (diagnostics: chunks,
+    redos, fetches, bond bucket).
+    """
+
+    steps_per_call = 64
+
+    def __init__(self, spec: WindowSpec, options: EngineOptions):
+        self._spec = spec
+        self._options = options
+        self.compiled = CompiledWindow(spec, options, np.dtype_complex)
+        self._host_start = options.host_start and self.compiled.memory > 0
+        #: steps run on the host (host start) so far
+        self.host_steps = 0
+
+    @property
+    def memory(self) -> int:
+        """Points kept in the window, 0 for no memory cut."""
+        return self.compiled.memory
+
+    def _start_on_host(self, run_step: Callable[[HostWindowEngine], tuple[Any, int]],
+                       num_steps: int) -> tuple[list[Any], list[int]]:
+        """Up to ``num_steps`` host steps while the step kernel compiles; then the window
+        moves to the device. ``run_step(host)`` does one step and returns its output
+        and largest bond."""
+        self._host_start = False
+        compiled = self.compiled
+        schedule = compiled.schedule
+        bucket = compiled.bond
+        pending = compiled.compile_step_ahead(bucket)
+        outputs: list[Any] = []
+        ranks: list[int] = []
+        with numpy_in_this_thread():
+            host = HostWindowEngine(self._spec, self._options)
+            while len(outputs) < num_steps and schedule.host_steps_go_on(pending, len(outputs)):
+                output, largest = run_step(host)
+                outputs.append(output)
+                ranks.append(largest)
+                if largest >= HOST_START_BOND:
+                    break
+                if bond_bucket(largest) > bucket:
+                    pending.cancel()  # if it has not started
+                    bucket = compiled.grown_bond(largest)
+                    pending = compiled.compile_step_ahead(bucket)
+            window, log_scale = host.host_window()
+        if schedule.deterministic:
+            pending.exception()  # wait: the device steps then find the kernel compiled
+        if outputs:
+            compiled.load_host_window(window, log_scale, bucket)
+            self.host_steps += len(outputs)
+        return outputs, ranks
+
+    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
+                                                                       list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
+        readouts: list[Any] = []
+        ranks: list[int] = []
+        if self._host_start and propagators:
+            def run_step(host: HostWindowEngine) -> tuple[Any, int]:
+                vectors, largest = host.advance([propagators[len(readouts)]])
+                readouts.append(vectors[0])
+                return vectors[0], largest[0]
+
+            readouts.clear()
+            _, ranks = self._start_on_host(run_step, len(propagators))
+        rest, rest_ranks = self.compiled.advance(propagators[len(readouts):])
+        if readouts:
+            rest = default_np.concatenate([default_np.asarray(readouts), rest])
+        return rest, ranks + rest_ranks
+
+    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
+        finalised: list[tuple[Any, float]] = []
+        ranks: list[int] = []
+        if self._host_start and num_steps > 0:
+            def run_step(host: HostWindowEngine) -> tuple[Any, int]:
+                done, largest = host.advance_finalize(1)
+                return done[0], largest[0]
+
+            finalised, ranks = self._start_on_host(run_step, num_steps)
+        m = self.compiled.num_classes
+        rest, rest_ranks = self.compiled.advance_finalize(num_steps - len(finalised),
+                                                          default_np.ones((m, m)),
+                                                          default_np.eye(m))
+        return finalised + rest, ranks + rest_ranks
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
+        return self.compiled.host_window()
+
+
+class JaxChainEngine(HostChainEngine):
+    """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
+
+    A run with constant propagators, no controls and process tensors in memory
+    whose padded, stacked step tensors fit :func:`~.chain.scan_fits` runs as one
+    compiled ``lax.scan`` (:func:`~.chain.run_chain`: one transfer in, one out);
+    anything else runs the host engine's steps on the JAX proxies.
+    """
+
+    def run(self, run: ChainRun) -> default_np.ndarray:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
+        pts = list(run.process_tensors)
+        if not (run.constant_propagators and run.controls is None and run.num_steps > 0
+                and pts and all(in_memory(pt) for pt in pts)
+                and scan_fits(pts, run.num_steps, np.dtype_complex)):
+            return super().run(run)
+        with numpy_in_this_thread():  # the caps on the host, once
+            prepared = HostChainEngine().prepare(pts, run.num_steps, True)
+            baths = []
+            for pt, on_host in zip(pts, prepared):
+                tensors = [pt.get_step_tensor(k)[0] for k in range(run.num_steps)]
+                caps = [on_host.cap(k) for k in range(run.num_steps)]
+                stacked, stacked_caps = stack_padded(tensors, caps, np.dtype_complex)
+                baths.append((pt.transform_in, pt.transform_out,
+                              default_np.asarray(pt.get_step_tensor(0)[1], dtype=int), stacked,
+                              stacked_caps))
+        first, second = run.propagators(0)
+        readouts = run_chain(default_np.asarray(run.initial).reshape(-1), first, second, baths,
+                             run.record_all)
+        run.on_step(run.num_steps)
+        return readouts

@@ -1,0 +1,101 @@
+"""Padded arrays on the JAX device: bond buckets and the factorisations that keep
+padding exact.
+
+The compiled kernels work on arrays padded with zeros to a few bucket sizes,
+so that XLA compiles once per bucket. Padding must stay exactly zero: rounding
+noise on it would be multiplied into subnormal numbers, which make LAPACK on a
+CPU up to 100x slower. Requires JAX.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
+#: Steps of at most 25 % below :data:`CHEAP_BOND` (4, 6, 8, 10, 12, 14, 16, 20, ..., 56)
+#: and of at most 12.5 % from there on (64, 72, 80, ..., 128, 144, ...), where a step
+#: costs more than a compilation and a bucket 25 % too large would cost up to ~2x per step.
+BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
+    {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
+    | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}))
+def bond_bucket(rank: int, minimum: int = 1) -> int:
+    """Smallest bucket size >= max(rank, minimum)."""
+    need = max(int(rank), int(minimum), 1)
+    for size in BOND_BUCKETS:
+        if size >= need:
+            return size
+    return 2 ** math.ceil(math.log2(need))
+
+
+def _jax() -> tuple[Any, Any, Any]:
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    return jax, jnp, lax
+
+
+def _used_columns(matrix: Any, bond: int) -> Any:
+    """(bond,) 1 where a right-bond index of ``matrix`` (rows, m * bond) has a nonzero entry.
+
+    An SVD leaves rounding noise (~1e-16) in the right singular vectors on
+    columns that are exactly zero (padding); multiplied through the chain,
+    such noise makes later QR steps produce subnormal numbers, which are
+    very slow on a CPU. Zeroing it is exact.
+    """
+    _, jnp, _ = _jax()
+    used = jnp.any(matrix.reshape(matrix.shape[0], -1, bond) != 0.0, axis=(0, 1))
+    return used.astype(matrix.dtype)
+
+
+def _pad_to(array: Any, shape: tuple[int, ...]) -> Any:
+    """``array`` padded with zeros at the end of every axis to ``shape``."""
+    _, jnp, _ = _jax()
+    return jnp.pad(array, [(0, total - have) for have, total in zip(array.shape, shape)])
+
+
+def _extent(array: Any, axis: int) -> Any:
+    """Used length of ``axis``: one past the last index with a nonzero entry (int32)."""
+    _, jnp, _ = _jax()
+    others = tuple(k for k in range(array.ndim) if k != axis)
+    used = jnp.any(array != 0.0, axis=others)
+    return jnp.max(jnp.where(used, jnp.arange(1, used.shape[0] + 1, dtype=jnp.int32), 0))
+
+
+def _padded_qr(matrix: Any) -> tuple[Any, Any]:
+    """QR of a tall (n, w) matrix whose padding columns are exactly zero.
+
+    The zero columns are filled with unit vectors in the last rows (padding
+    rows as a rule) before the decomposition and their columns of R are set
+    to zero afterwards, so Q R equals ``matrix`` exactly whatever the fill.
+    Without the fill LAPACK completes Q on the padding through products of
+    tiny numbers that become subnormal, which is up to 100x slower on a CPU.
+    """
+    _, jnp, _ = _jax()
+    rows, width = matrix.shape
+    unused = jnp.all(matrix == 0.0, axis=0)
+    fill = jnp.eye(rows, width, k=width - rows, dtype=matrix.dtype)
+    q, r = jnp.linalg.qr(matrix + fill * unused.astype(matrix.dtype)[None, :])
+    return q, jnp.where(unused[None, :], jnp.zeros((), r.dtype), r)
+
+
+def _svd_algorithm(name: str, platform: str) -> Any:
+    """The ``algorithm`` argument of :func:`_svd` for a :data:`nonmarkov.config.VALID_JAX_SVD`
+    name: a ``jax.lax.linalg.SvdAlgorithm``, None (JAX's default) or ``'eigh'``."""
+    from jax import lax
+
+    if name == "default":
+        return None
+    return getattr(lax.linalg.SvdAlgorithm, name.upper())
+
+
+def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
+    """Thin SVD of a (p, q) matrix as (u s, s, vh): (p, k), (k,) descending, (k, q),
+    k = min(p, q), with the configured algorithm (see :func:`_svd_algorithm`)."""
+    from jax import lax
+
+    u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
+    return u * s[None, :].astype(u.dtype), s, vh
+
+

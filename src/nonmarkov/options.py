@@ -1,0 +1,122 @@
+"""Engine options: the tuning choices of the engines, in one immutable object.
+
+The results do not depend on them beyond rounding; they choose how the JAX
+engine pads, factorises, schedules and compiles. Pass one to an algorithm
+(``options=EngineOptions(...)``) or set the library default once:
+
+    nonmarkov.set_default_options(host_start=False)
+    with nonmarkov.options.use_options(sitewise="off"): ...
+
+The defaults of ``svd``, ``sitewise``, ``site_levels`` and ``host_start`` come
+from the environment variables ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_SITEWISE``,
+``NONMARKOV_JAX_SITE_LEVELS`` and ``NONMARKOV_JAX_HOST_START``, read once at
+import (:mod:`nonmarkov.config`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from . import config
+
+_CHOICE = ("auto", "on", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineOptions:
+    """How the engines run (the NumPy engine ignores the JAX-only fields).
+
+    Parameters
+    ----------
+    svd : the SVD algorithm of the compiled steps: ``'default'`` (JAX's choice
+        for the device), ``'qr'`` or ``'divide_and_conquer'``.
+    sitewise : ``'auto'``, ``'on'`` or ``'off'``: from bond bucket 64 on, run
+        the compiled steps site by site, each site padded to its own bucket
+        (``'auto'``: on CPUs, where it was measured to pay).
+    site_levels : ``'auto'``, ``'on'`` or ``'off'``: let the whole-step kernel
+        of a large bucket also work on each site at a few smaller sizes, the
+        smallest that holds the site (``'auto'``: on CPUs).
+    host_start : run the first steps of a window with a memory cut on the host
+        with NumPy while the step kernel compiles in the background.
+    initial_bond : the first bond bucket of a compiled window (a smaller bond
+        is padded up to it).
+    chunk : the most compiled steps between two fetches of their results.
+    deterministic : replace every choice that depends on measured time (how
+        many host steps run while the kernel compiles, how long a chunk is,
+        whether a bucket shrinks) by a fixed rule, so that a run repeats bit for
+        bit (:mod:`nonmarkov.engines.jax.scheduling`).
+    """
+
+    svd: str = config.JAX_SVD
+    sitewise: str = config.JAX_SITEWISE
+    site_levels: str = config.JAX_SITE_LEVELS
+    host_start: bool = config.JAX_HOST_START == "on"
+    initial_bond: int = 10
+    chunk: int = 16
+    deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "svd", config.check_choice(self.svd, config.VALID_JAX_SVD,
+                                                            "svd option"))
+        for name in ("sitewise", "site_levels"):
+            object.__setattr__(self, name, config.check_choice(getattr(self, name), _CHOICE,
+                                                               f"{name} option"))
+        for name in ("host_start", "deterministic"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"the {name} option must be True or False; "
+                                f"got {getattr(self, name)!r}")
+        for name, least in (("initial_bond", 1), ("chunk", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"the {name} option must be an integer >= {least}; "
+                                 f"got {value!r}")
+
+    def replace(self, **changes: Any) -> EngineOptions:
+        """A copy with ``changes`` (field names as above)."""
+        unknown = set(changes) - {field.name for field in dataclasses.fields(self)}
+        if unknown:
+            raise TypeError(f"unknown engine options {sorted(unknown)}; valid are "
+                            f"{[field.name for field in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+
+_default = EngineOptions()
+
+
+def default_options() -> EngineOptions:
+    """The library default, used where an algorithm gets ``options=None``."""
+    return _default
+
+
+def set_default_options(options: EngineOptions | None = None,
+                        **changes: Any) -> EngineOptions:
+    """Set the library default: ``options`` (default: the current default) with
+    ``changes``; returns the previous default."""
+    global _default
+    if options is not None and not isinstance(options, EngineOptions):
+        raise TypeError(f"options must be EngineOptions; got {type(options).__name__}")
+    previous = _default
+    _default = (previous if options is None else options).replace(**changes)
+    return previous
+
+
+@contextlib.contextmanager
+def use_options(options: EngineOptions | None = None, **changes: Any) -> Iterator[EngineOptions]:
+    """Set the library default for a ``with`` block (as :func:`set_default_options`)."""
+    previous = set_default_options(options, **changes)
+    try:
+        yield _default
+    finally:
+        set_default_options(previous)
+
+
+def resolve(options: EngineOptions | None) -> EngineOptions:
+    """``options`` checked, or the library default for None."""
+    if options is None:
+        return _default
+    if not isinstance(options, EngineOptions):
+        raise TypeError(f"options must be EngineOptions or None; got {type(options).__name__}")
+    return options

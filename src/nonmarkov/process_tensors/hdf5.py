@@ -1,0 +1,370 @@
+"""The process-tensor file format (HDF5; layout: docs/process_tensor_files.md).
+
+This module knows the file layout and nothing of process-tensor classes:
+:class:`Writer` writes a file under a temporary name next to the target and
+renames it only once it is marked complete; :class:`Reader` opens a complete
+file, checks its header and reads one step tensor at a time;
+:func:`write_file` writes a whole file from a :class:`Header` and the step
+tensors. The classes built on it are in :mod:`nonmarkov.process_tensors.file`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as default_np
+
+from .. import validation as check
+from .._version import __version__
+from ..io.atomic import atomic_path
+
+FORMAT_NAME = "nonmarkov-process-tensor"
+FORMAT_VERSION = 1
+LIBRARY_VERSION = str(__version__)
+TENSOR_GROUP = "tensors"
+
+
+class ProcessTensorFileError(ValueError):
+    """A file that cannot be read as a complete nonmarkov process tensor."""
+
+
+def _h5py() -> Any:
+    import h5py
+
+    return h5py
+
+
+def tensor_name(step: int) -> str:
+    """Dataset name of step ``step`` inside the group ``tensors``: 8 digits."""
+    return f"{step:08d}"
+
+
+def file_error(filename: str, problem: str) -> ProcessTensorFileError:
+    """The error for ``filename``, e.g. ``file_error(name, "is damaged: ...")``."""
+    return ProcessTensorFileError(f"process tensor file {filename!r} {problem}")
+
+
+def check_filename(filename: Any) -> str:
+    """``filename`` as a non-empty ``str`` path (TypeError otherwise)."""
+    if isinstance(filename, (str, os.PathLike)):
+        name = os.fspath(filename)
+        if isinstance(name, str) and name:
+            return name
+    raise TypeError(f"filename must be a non-empty path (str or os.PathLike); got {filename!r}")
+
+
+def check_metadata(metadata: Any) -> dict:
+    """A JSON round-tripped copy of ``metadata`` ({} for None; TypeError if not JSON)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict (JSON-serialisable); got "
+                        f"{type(metadata).__name__}")
+    try:
+        return json.loads(json.dumps(metadata))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"metadata must be JSON-serialisable: {error}") from error
+
+
+def check_classes(classes: Any, d2: int) -> default_np.ndarray:
+    """Classes (d2,) as non-negative ints; None gives the identity ``arange(d2)``."""
+    if classes is None:
+        return default_np.arange(d2)
+    array = default_np.asarray(classes)
+    if array.shape != (d2,) or array.dtype.kind not in "iu" or array.min() < 0:
+        raise ValueError(f"classes must be {d2} non-negative integers")
+    return array.astype(int)
+
+
+def check_target(filename: Any, overwrite: bool) -> str:
+    """Check a target of :func:`write_file` before anything is written; return it as str."""
+    filename = check_filename(filename)
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
+    if os.path.exists(filename) and not overwrite:
+        raise FileExistsError(f"{filename!r} exists; pass overwrite=True to replace it")
+    return filename
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class Header:
+    """What a file stores besides its step tensors.
+
+    ``transform_in``, ``transform_out``: (d^2, d^2) complex; ``classes``:
+    (d^2,) ints, checked by :func:`check_classes`; ``metadata``: a
+    JSON-serialisable dict. ``format_version`` and ``library_version`` are
+    read from a file; :class:`Writer` always writes this module's.
+    """
+
+    hilbert_space_dimension: int
+    dt: float
+    transform_in: default_np.ndarray
+    transform_out: default_np.ndarray
+    classes: default_np.ndarray
+    name: str
+    description: str
+    metadata: dict
+    format_version: int = FORMAT_VERSION
+    library_version: str = LIBRARY_VERSION
+
+    @property
+    def num_classes(self) -> int:
+        """m = max(classes) + 1, the last dimension of every step tensor."""
+        return int(default_np.max(self.classes)) + 1
+
+
+def _read_step(group: Any, filename: str, step: int, expected: tuple[int, ...]
+               ) -> default_np.ndarray:
+    h5py = _h5py()
+    try:  # the low-level interface: a third of the high-level overhead per step
+        dataset = h5py.h5d.open(group.id, tensor_name(int(step)).encode())
+        if dataset.shape != expected:
+            raise file_error(filename, f"is damaged: step tensor {step} has shape "
+                                       f"{dataset.shape}, expected {expected}")
+        tensor = default_np.empty(expected, dtype=default_np.complex128)
+        dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, tensor)
+    except (OSError, KeyError, TypeError) as error:
+        raise file_error(filename, f"is damaged: step tensor {step} cannot be read ({error})"
+                         ) from error
+    return tensor
+
+
+class Reader:
+    """A complete file open for reading: its :class:`Header` and step shapes.
+
+    Raises FileNotFoundError, IsADirectoryError, or ProcessTensorFileError
+    for a file that is not a complete nonmarkov process tensor of a format
+    version up to :data:`FORMAT_VERSION`.
+    """
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        h5py = _h5py()
+        if not os.path.exists(filename):
+            raise FileNotFoundError(f"process tensor file {filename!r} does not exist")
+        if os.path.isdir(filename):
+            raise IsADirectoryError(f"process tensor file {filename!r} is a directory")
+        if not h5py.is_hdf5(filename):
+            raise file_error(filename, "is not an HDF5 file (or its header is damaged)")
+        try:
+            handle = h5py.File(filename, "r")
+        except OSError as error:
+            if "unable to lock file" in str(error).lower():
+                raise file_error(filename, f"is locked, probably being written by another "
+                                           f"process ({error})") from error
+            raise file_error(filename, f"cannot be opened; it is damaged or truncated "
+                                       f"({error})") from error
+        try:
+            self.header, self.shapes = self._read_header(handle)
+            self.num_classes = self.header.num_classes
+            self._group = handle[TENSOR_GROUP]
+        except ProcessTensorFileError:
+            handle.close()
+            raise
+        except (OSError, KeyError, TypeError, ValueError) as error:
+            handle.close()
+            raise file_error(filename, f"is damaged: {type(error).__name__}: {error}"
+                             ) from error
+        self._handle: Any = handle
+
+    def _read_header(self, handle: Any) -> tuple[Header, list[tuple[int, int]]]:
+        attrs = handle.attrs
+        if "format" not in attrs or _text(attrs["format"]) != FORMAT_NAME:
+            if "oqupy_version" in attrs:
+                raise file_error(self.filename, "is an OQuPy process-tensor file; nonmarkov "
+                                                f"reads only its own format {FORMAT_NAME!r}")
+            raise file_error(self.filename, f"is not a nonmarkov process-tensor file (its "
+                                            f"'format' attribute is not {FORMAT_NAME!r})")
+        version = attrs.get("format_version")
+        if isinstance(version, (bool, default_np.bool_)) or not isinstance(
+                version, (int, default_np.integer)):
+            raise file_error(self.filename, f"has an invalid format_version {version!r}")
+        library = _text(attrs.get("library_version", "unknown"))
+        if int(version) > FORMAT_VERSION:
+            raise file_error(self.filename, f"has format version {int(version)} (written by "
+                                            f"nonmarkov {library}); this nonmarkov reads "
+                                            f"format versions up to {FORMAT_VERSION}: upgrade "
+                                            f"nonmarkov to read it")
+        if not bool(attrs.get("complete", False)):
+            raise file_error(self.filename, "is incomplete: the computation or export writing "
+                                            "it did not finish (it was interrupted or is still "
+                                            "running)")
+        d = int(attrs["hilbert_space_dimension"])
+        header = Header(d, float(attrs["dt"]), handle["transform_in"][()],
+                        handle["transform_out"][()], check_classes(handle["classes"][()], d * d),
+                        _text(attrs["name"]), _text(attrs["description"]),
+                        json.loads(_text(attrs.get("metadata", "{}"))), int(version), library)
+        num_steps = int(attrs["num_steps"])
+        bonds = default_np.asarray(handle["bond_dimensions"][()], dtype=int)
+        stored = len(handle[TENSOR_GROUP])
+        if bonds.shape != (num_steps + 1,) or stored != num_steps:
+            raise file_error(self.filename, f"is damaged: it should hold {num_steps} step "
+                                            f"tensors and {num_steps + 1} bond dimensions, but "
+                                            f"holds {stored} tensors and {bonds.size} bond "
+                                            f"dimensions")
+        return header, [(int(a), int(b)) for a, b in zip(bonds[:-1], bonds[1:])]
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run."""
+        return self._handle is None
+
+    def read_step(self, step: int) -> default_np.ndarray:
+        """Step tensor T[b, b', c] (complex128) of ``0 <= step < len(shapes)``."""
+        expected = tuple(self.shapes[step]) + (self.num_classes,)
+        return _read_step(self._group, self.filename, step, expected)
+
+    def close(self) -> None:
+        """Close the file; does nothing if already closed."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = self._group = None
+
+
+class Writer:
+    """A file being written under a temporary name next to ``filename``.
+
+    The header is written at once with ``complete`` false; :meth:`write_step`
+    adds or replaces step tensors; :meth:`complete` marks the file complete,
+    syncs it and renames it to ``filename``; :meth:`discard` removes it.
+    ``overwrite=False`` refuses an existing ``filename`` (FileExistsError).
+    """
+
+    def __init__(self, filename: str, header: Header, overwrite: bool = False):
+        self.filename = filename
+        self.header = header
+        self.num_classes = header.num_classes
+        self.shapes: list[tuple[int, int]] = []
+        self._overwrite = overwrite
+        self._handle: Any = None
+        self._group: Any = None
+        self._stack: contextlib.ExitStack | None = None
+        h5py = _h5py()
+        directory = os.path.dirname(os.path.abspath(filename))
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"cannot write process tensor file {filename!r}: "
+                                    f"directory {directory!r} does not exist")
+        if not overwrite and os.path.exists(filename):
+            raise FileExistsError(f"process tensor file {filename!r} exists; use "
+                                  f"mode='overwrite' (or overwrite=True) to replace it")
+        stack = contextlib.ExitStack()
+        self._temporary = stack.enter_context(atomic_path(filename))
+        self._stack = stack
+        try:
+            handle = h5py.File(self._temporary, "w")
+            self._handle = handle
+            attrs = handle.attrs
+            attrs["format"] = FORMAT_NAME
+            attrs["format_version"] = default_np.int64(FORMAT_VERSION)
+            attrs["library_version"] = LIBRARY_VERSION
+            attrs["complete"] = False
+            attrs["name"] = header.name
+            attrs["description"] = header.description
+            attrs["metadata"] = json.dumps(header.metadata)
+            attrs["hilbert_space_dimension"] = default_np.int64(header.hilbert_space_dimension)
+            attrs["dt"] = float(header.dt)
+            attrs["num_steps"] = default_np.int64(0)
+            handle.create_dataset("classes", data=default_np.asarray(header.classes).astype(
+                default_np.int64))
+            handle.create_dataset("transform_in", data=header.transform_in)
+            handle.create_dataset("transform_out", data=header.transform_out)
+            self._group = handle.create_group(TENSOR_GROUP)
+        except BaseException:
+            self.discard()
+            raise
+
+    @property
+    def closed(self) -> bool:
+        """True once the file is completed or discarded."""
+        return self._handle is None and self._stack is None
+
+    def write_step(self, step: int, tensor: Any) -> None:
+        """Write T[b, b', m] of ``step``: append if step == len(shapes), else replace."""
+        step = check.positive_integer(step, "step", minimum=0)
+        array = default_np.asarray(tensor, dtype=default_np.complex128)
+        if array.ndim != 3 or array.shape[2] != self.num_classes:
+            raise ValueError(f"a step tensor must have shape (b, b', {self.num_classes}); "
+                             f"got {array.shape}")
+        length = len(self.shapes)
+        if step > length:
+            raise ValueError(f"step {step} is beyond the end ({length}) of the process tensor")
+        if step == length and length and array.shape[0] != self.shapes[-1][1]:
+            raise ValueError(f"step tensor {step} has left bond {array.shape[0]} but step "
+                             f"{step - 1} has right bond {self.shapes[-1][1]}")
+        key = tensor_name(step)
+        if step < length:
+            del self._group[key]
+        self._group.create_dataset(key, data=array)
+        if step == length:
+            self.shapes.append(array.shape[:2])
+        else:
+            self.shapes[step] = array.shape[:2]
+
+    def read_step(self, step: int) -> default_np.ndarray:
+        """Step tensor T[b, b', c] (complex128) written before, ``0 <= step < len(shapes)``."""
+        expected = tuple(self.shapes[step]) + (self.num_classes,)
+        return _read_step(self._group, self.filename, step, expected)
+
+    def complete(self) -> None:
+        """Write the bond dimensions (N + 1,) and ``complete``, sync, rename to ``filename``.
+
+        Discards the file on any error; does nothing once closed.
+        """
+        if self._handle is None:
+            return
+        try:
+            bonds = default_np.array([shape[0] for shape in self.shapes]
+                                     + [self.shapes[-1][1] if self.shapes else 1])
+            self._handle.create_dataset("bond_dimensions", data=bonds.astype(default_np.int64))
+            self._handle.attrs["num_steps"] = default_np.int64(len(self.shapes))
+            self._handle.attrs["complete"] = True
+            self._handle.close()
+            self._handle = self._group = None
+            with open(self._temporary, "rb") as raw:
+                os.fsync(raw.fileno())
+            if not self._overwrite and os.path.exists(self.filename):
+                raise FileExistsError(f"process tensor file {self.filename!r} appeared while "
+                                      f"it was being written; the new file was discarded")
+        except BaseException:
+            self.discard()
+            raise
+        stack, self._stack = self._stack, None
+        stack.close()  # renames the temporary file to the target
+
+    def discard(self) -> None:
+        """Close and remove the temporary file; ``filename`` is left untouched."""
+        if self._handle is not None:
+            with contextlib.suppress(Exception):
+                self._handle.close()
+            self._handle = self._group = None
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            interrupted = RuntimeError("process tensor file discarded")
+            stack.__exit__(RuntimeError, interrupted, None)  # removes the temporary file
+
+
+def write_file(filename: Any, header: Header, tensors: Iterable[Any],
+               overwrite: bool = False) -> None:
+    """Write a complete file: ``header`` and the step tensors T_k[b, b', m], k = 0, 1, ...
+
+    The file appears under ``filename`` only when complete; on any error
+    nothing is left (an existing file stays unless replaced by a complete
+    one with ``overwrite=True``).
+    """
+    writer = Writer(check_target(filename, overwrite), header, overwrite)
+    try:
+        for step, tensor in enumerate(tensors):
+            writer.write_step(step, tensor)
+    except BaseException:
+        writer.discard()
+        raise
+    writer.complete()
