@@ -1,4 +1,4 @@
-"""Test-suite configuration: backend selection, slow tests, backend markers, tolerances.
+"""Test-suite configuration: backend selection, backend markers, tolerances.
 
 Command-line options
 --------------------
@@ -8,8 +8,6 @@ Command-line options
     module is collected, and the previous backend is restored at the end.
 ``--precision double|single``
     Precision for the session (default: ``NONMARKOV_PRECISION``, else ``double``).
-``--runslow``
-    Also run tests marked ``@pytest.mark.slow`` (skipped otherwise).
 
 Markers
 -------
@@ -28,11 +26,13 @@ Every test runs with the session backend: a test that switches backend or
 precision gets the session state back afterwards (autouse fixture), so one
 test cannot change what the next one runs on.
 
-On JAX, TEMPO and PT-TEMPO would run the first steps of a short test problem
+On JAX, TEMPO and PT-TEMPO run the first steps of a window with a memory cut
 on the host with NumPy while the step kernel compiles
-(``NONMARKOV_JAX_HOST_START``, :mod:`nonmarkov.engines.jax.host_start`); the tests
-switch that off (autouse fixture) so that the compiled kernels are what they
-check. ``tests/test_host_start.py`` tests the host start itself.
+(the ``host_start`` engine option), as many as fit in the compile time. The
+suite keeps the host start on but makes every choice that depends on measured
+time deterministic (``EngineOptions(deterministic=True)``, autouse fixture): a
+fixed number of host steps, then the compiled kernels, so that runs repeat bit
+for bit and both are checked.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import pytest
 
 from nonmarkov import backends
 from nonmarkov import config as nm_config
+from nonmarkov import options as nm_options
 from nonmarkov.backends import numerical_backend as _nb
 
 _SESSION = {"previous_state": None, "state": None}
@@ -65,9 +66,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--precision", action="store", default=_default("NONMARKOV_PRECISION", "double"),
         choices=list(nm_config.VALID_PRECISIONS),
         help="precision for the session (default: $NONMARKOV_PRECISION or double)")
-    group.addoption(
-        "--runslow", action="store_true", default=False,
-        help="also run tests marked slow")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -93,11 +91,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     active = config.getoption("--backend")
-    run_slow = config.getoption("--runslow")
-    skip_slow = pytest.mark.skip(reason="slow test: give --runslow to run it")
     for item in items:
-        if not run_slow and "slow" in item.keywords:
-            item.add_marker(skip_slow)
         for marker in item.iter_markers(name="skip_backend"):
             name, reason = _marker_arguments(marker, item)
             if name == active:
@@ -135,11 +129,10 @@ def _restore_session_backend():
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _compiled_kernels_from_the_first_step():
-    """No host start on JAX: the steps run the compiled kernels (see above). Session
-    scope, so that module-scoped fixtures computed before a test see it too."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(nm_config, "JAX_HOST_START", "off")
+def _deterministic_engines():
+    """Engine options with deterministic scheduling for the whole session (see above).
+    Session scope, so that module-scoped fixtures computed before a test see it too."""
+    with nm_options.use_options(deterministic=True):
         yield
 
 

@@ -44,6 +44,7 @@ from ..kernels.chain import apply_superoperator, close_bonds
 from ..model.control import Control
 from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem
+from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress
 from .dynamics import check_dynamics_inputs
@@ -188,13 +189,13 @@ class _Sweep:
 
     def __init__(self, system: BaseSystem, process_tensors: list[BaseProcessTensor],
                  grid: _Grid, control: Control | None, subdiv_limit: int | None,
-                 liouvillian_epsrel: float):
+                 liouvillian_epsrel: float, options: EngineOptions | None):
         self.grid = grid
         self.control = control
         self.d = system.dimension
         self.propagators = system.get_propagators(grid.dt, grid.start_time, subdiv_limit,
                                                   liouvillian_epsrel)
-        self.engine = chain_engine()
+        self.engine = chain_engine(options)
         self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
         self.num_bonds = len(self.pts)
 
@@ -308,6 +309,7 @@ def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: An
                          control: Control | None = None, num_steps: int | None = None,
                          subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
                          liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+                         options: EngineOptions | None = None,
                          ) -> tuple[list[default_np.ndarray], default_np.ndarray]:
     """Two-time correlations <B(t_b) A(t_a)> of the system.
 
@@ -334,6 +336,7 @@ def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: An
         the process tensor's length otherwise (default: its length).
     subdiv_limit, liouvillian_epsrel : quadrature settings for
         time-dependent systems.
+    options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
 
     Returns
     -------
@@ -356,7 +359,7 @@ def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: An
         chains.append(_Chain([left_super(a)], _readout_vector(b), [steps_a, steps_b]))
     if time_order in ("anti", "full"):
         chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
-    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel).run(
+    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel, options).run(
         rho0, chains, progress_type)
     rows = [chains[0].position[0 if time_order != "anti" else 1][int(k)] for k in steps_a]
     columns = [chains[0].position[1 if time_order != "anti" else 0][int(k)] for k in steps_b]
@@ -378,6 +381,7 @@ def compute_correlations_nt(system: BaseSystem, process_tensor: Any, operators: 
                             control: Control | None = None, num_steps: int | None = None,
                             subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
                             liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+                            options: EngineOptions | None = None,
                             ) -> tuple[list[default_np.ndarray], default_np.ndarray]:
     """n-time correlations Tr[... O_2^{side} L O_1^{side} L rho_0] of the system.
 
@@ -397,7 +401,7 @@ def compute_correlations_nt(system: BaseSystem, process_tensor: Any, operators: 
         :func:`compute_correlations`.
     ops_order : n strings, ``'left'`` or ``'right'``.
     initial_state, start_time, dt, progress_type, control, num_steps,
-    subdiv_limit, liouvillian_epsrel : as in :func:`compute_correlations`.
+    subdiv_limit, liouvillian_epsrel, options : as in :func:`compute_correlations`.
 
     Returns
     -------
@@ -426,7 +430,7 @@ def compute_correlations_nt(system: BaseSystem, process_tensor: Any, operators: 
     superoperators = [left_super(m) if side == "left" else right_super(m)
                       for m, side in zip(matrices[:-1], sides[:-1])]
     chain = _Chain(superoperators, _readout_vector(matrices[-1]), steps)
-    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel).run(
+    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel, options).run(
         rho0, [chain], progress_type)
     index = [[chain.position[j][int(k)] for k in s] for j, s in enumerate(steps)]
     return [grid.times(s) for s in steps], chain.values[default_np.ix_(*index)]

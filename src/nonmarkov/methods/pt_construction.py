@@ -10,6 +10,7 @@ import os
 
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
+from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..process_tensors.file import FileProcessTensor
 from . import checks
@@ -27,7 +28,8 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
                      overwrite: bool = False,
                      progress_type: str | None = None, name: str | None = None,
                      description: str | None = None,
-                     method: str = "sequential") -> BaseProcessTensor:
+                     method: str = "sequential",
+                     options: EngineOptions | None = None) -> BaseProcessTensor:
     """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
 
     If ``parameters`` is None they are guessed (``tolerance`` as given).
@@ -39,6 +41,8 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
     or without memory cut); ``'repeated_block'`` repeats one block of a
     stationary bath with a memory cut
     (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of N).
+    ``options``: the engine options of the window steps (sequential and
+    repeated block; divide and conquer runs on the host).
     """
     if method not in PT_METHODS:
         raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
@@ -49,15 +53,20 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work
-        construct = (pt_repeated_block_compute if method == "repeated_block"
-                     else pt_divide_and_conquer_compute)
-        pt = construct(bath, start_time, end_time, parameters, unique=unique,
-                       progress_type=progress_type, name=name, description=description)
+        if method == "repeated_block":
+            pt = pt_repeated_block_compute(bath, start_time, end_time, parameters,
+                                           unique=unique, progress_type=progress_type,
+                                           name=name, description=description,
+                                           options=options)
+        else:
+            pt = pt_divide_and_conquer_compute(bath, start_time, end_time, parameters,
+                                               unique=unique, progress_type=progress_type,
+                                               name=name, description=description)
         if target is None:
             return pt
         pt.export(target, overwrite=overwrite)
         return FileProcessTensor(target, "read")
     pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique,
                        process_tensor_file=process_tensor_file, overwrite=overwrite,
-                       name=name, description=description)
+                       name=name, description=description, options=options)
     return pt_tempo.get_process_tensor(progress_type=progress_type)

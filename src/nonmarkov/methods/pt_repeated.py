@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
+from ..options import EngineOptions
 from ..process_tensors.base import SimpleProcessTensor
 from ..progress import check_progress_type
 from . import checks
@@ -30,7 +31,8 @@ from .uniform import UniformPtBuilder
 def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
                               parameters: TempoParameters, unique: bool = False,
                               progress_type: str | None = None, name: str | None = None,
-                              description: str | None = None) -> SimpleProcessTensor:
+                              description: str | None = None,
+                              options: EngineOptions | None = None) -> SimpleProcessTensor:
     """The process tensor of ``bath`` on [start_time, end_time] from a repeating block.
 
     Parameters
@@ -41,6 +43,7 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
     unique : merge Liouville indices with equal coupling eigenvalue pairs.
     progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.
     name, description : optional text.
+    options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
 
     Returns a :class:`SimpleProcessTensor` of round((end - start) / dt) steps.
     Agrees with sequential PT-TEMPO to rounding when untruncated; truncated,
@@ -53,9 +56,9 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
     label = "Unnamed repeated-block PT" if name is None else str(name)
     if num_steps <= 2 * parameters.dkmax:
         sequential = PtTempo(bath, start_time, end_time, parameters, unique=unique, name=label,
-                             description=description)
+                             description=description, options=options)
         return sequential.get_process_tensor(progress_type=progress_type)
     builder = UniformPtBuilder(bath, parameters, unique=unique, name=label,
-                               description=description)
+                               description=description, options=options)
     uniform = builder.compute(progress_type=progress_type)
     return uniform.to_process_tensor(num_steps)

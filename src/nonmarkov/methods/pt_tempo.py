@@ -84,6 +84,7 @@ class PtTempo:
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
+        self._engine: Any = None
 
     @property
     def process_tensor_file(self) -> str | None:
@@ -106,6 +107,12 @@ class PtTempo:
     def max_bond_dimension(self) -> int:
         """Largest bond dimension reached during the construction."""
         return self._max_bond_dimension
+
+    @property
+    def engine(self) -> Any:
+        """The window engine that ran the steps (:mod:`nonmarkov.engines`), or None
+        before :meth:`compute` (and for a single step)."""
+        return self._engine
 
     def compute(self, progress_type: str | None = None) -> None:
         """Run PT-TEMPO (once; later calls do nothing)."""
@@ -143,6 +150,7 @@ class PtTempo:
             engine = window_engine(pt_window_spec(influence, front, log_scale,
                                                   self._parameters.epsrel,
                                                   self._parameters.dkmax), self._options)
+            self._engine = engine
             step = 1
             while step < self._num_steps:
                 count = min(engine.steps_per_call, self._num_steps - step)

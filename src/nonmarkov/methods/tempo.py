@@ -97,6 +97,11 @@ class Tempo:
         """Largest MPS bond dimension reached so far."""
         return self._max_bond_dimension
 
+    @property
+    def engine(self) -> Any:
+        """The window engine that runs the steps (:mod:`nonmarkov.engines`)."""
+        return self._engine
+
     def _first_step(self, initial: default_np.ndarray) -> tuple[Any, default_np.ndarray]:
         """Step 0 (on the host) and the window engine that holds its point.
 

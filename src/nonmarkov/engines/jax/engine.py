@@ -19,6 +19,7 @@ many steps run on the host depends on the compile time unless the options are
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as default_np
@@ -48,6 +49,8 @@ class JaxWindowEngine:
         self._spec = spec
         self._options = options
         self.compiled = CompiledWindow(spec, options, np.dtype_complex)
+        #: the host phase: (the host window, the kernel compiling, its bucket) or None
+        self._host: tuple[HostWindowEngine, Future, int] | None = None
         self._host_start = options.host_start and self.compiled.memory > 0
         #: steps run on the host (host start) so far
         self.host_steps = 0
@@ -57,51 +60,67 @@ class JaxWindowEngine:
         """Points kept in the window, 0 for no memory cut."""
         return self.compiled.memory
 
-    def _start_on_host(self, run_step: Callable[[HostWindowEngine], tuple[Any, int]],
-                       num_steps: int) -> tuple[list[Any], list[int]]:
-        """Up to ``num_steps`` host steps while the step kernel compiles; then the window
-        moves to the device. ``run_step(host)`` does one step and returns its output
-        and largest bond."""
-        self._host_start = False
+    def _on_host(self, run_step: Callable[[HostWindowEngine], tuple[Any, int]],
+                 num_steps: int) -> tuple[list[Any], list[int]]:
+        """Up to ``num_steps`` host steps while the step kernel compiles (the host phase
+        may span several calls); when the phase ends, the window moves to the device.
+        ``run_step(host)`` does one step and returns its output and largest bond."""
         compiled = self.compiled
         schedule = compiled.schedule
-        bucket = compiled.bond
-        pending = compiled.compile_step_ahead(bucket)
+        if self._host is None:
+            self._host_start = False
+            bucket = compiled.bond
+            with numpy_in_this_thread():
+                host = HostWindowEngine(self._spec, self._options)
+            self._host = (host, compiled.compile_step_ahead(bucket), bucket)
+        host, pending, bucket = self._host
         outputs: list[Any] = []
         ranks: list[int] = []
+        going_on = True
         with numpy_in_this_thread():
-            host = HostWindowEngine(self._spec, self._options)
-            while len(outputs) < num_steps and schedule.host_steps_go_on(pending, len(outputs)):
+            while len(outputs) < num_steps:
+                going_on = schedule.host_steps_go_on(pending, self.host_steps)
+                if not going_on:
+                    break
                 output, largest = run_step(host)
                 outputs.append(output)
                 ranks.append(largest)
+                self.host_steps += 1
                 if largest >= HOST_START_BOND:
+                    going_on = False
                     break
                 if bond_bucket(largest) > bucket:
                     pending.cancel()  # if it has not started
                     bucket = compiled.grown_bond(largest)
                     pending = compiled.compile_step_ahead(bucket)
+            self._host = (host, pending, bucket)
+            if len(outputs) == num_steps and going_on:
+                going_on = schedule.host_steps_go_on(pending, self.host_steps)
+            if going_on:
+                return outputs, ranks
             window, log_scale = host.host_window()
+        self._host = None
         if schedule.deterministic:
             pending.exception()  # wait: the device steps then find the kernel compiled
-        if outputs:
+        if self.host_steps:
             compiled.load_host_window(window, log_scale, bucket)
-            self.host_steps += len(outputs)
         return outputs, ranks
+
+    def _host_phase(self) -> bool:
+        return self._host_start or self._host is not None
 
     def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
                                                                        list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
         readouts: list[Any] = []
         ranks: list[int] = []
-        if self._host_start and propagators:
+        if self._host_phase() and propagators:
             def run_step(host: HostWindowEngine) -> tuple[Any, int]:
                 vectors, largest = host.advance([propagators[len(readouts)]])
                 readouts.append(vectors[0])
                 return vectors[0], largest[0]
 
-            readouts.clear()
-            _, ranks = self._start_on_host(run_step, len(propagators))
+            _, ranks = self._on_host(run_step, len(propagators))
         rest, rest_ranks = self.compiled.advance(propagators[len(readouts):])
         if readouts:
             rest = default_np.concatenate([default_np.asarray(readouts), rest])
@@ -111,12 +130,12 @@ class JaxWindowEngine:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
         finalised: list[tuple[Any, float]] = []
         ranks: list[int] = []
-        if self._host_start and num_steps > 0:
+        if self._host_phase() and num_steps > 0:
             def run_step(host: HostWindowEngine) -> tuple[Any, int]:
                 done, largest = host.advance_finalize(1)
                 return done[0], largest[0]
 
-            finalised, ranks = self._start_on_host(run_step, num_steps)
+            finalised, ranks = self._on_host(run_step, num_steps)
         m = self.compiled.num_classes
         rest, rest_ranks = self.compiled.advance_finalize(num_steps - len(finalised),
                                                           default_np.ones((m, m)),
@@ -125,6 +144,9 @@ class JaxWindowEngine:
 
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
+        if self._host is not None:
+            with numpy_in_this_thread():
+                return self._host[0].host_window()
         return self.compiled.host_window()
 
 
