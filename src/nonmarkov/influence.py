@@ -83,17 +83,19 @@ class DiscretisedInfluence:
         """The discretised correlation integral eta_lag (complex)."""
         if lag not in self._eta:
             correlations = self.bath.correlations
-            kwargs = {"epsrel": self.epsrel, "subdiv_limit": self.subdiv_limit}
+            epsrel, subdiv_limit = self.epsrel, self.subdiv_limit
             if lag == 0:
                 value = correlations.correlation_2d_integral(
-                    self.dt, 0.0, shape="upper-triangle", **kwargs)
+                    self.dt, 0.0, shape="upper-triangle", epsrel=epsrel,
+                    subdiv_limit=subdiv_limit)
             elif lag == self.last_lag and self.add_correlation_time:
                 value = correlations.correlation_2d_integral(
                     self.dt, lag * self.dt, (lag + 1) * self.dt + self.add_correlation_time,
-                    shape="rectangle", **kwargs)
+                    shape="rectangle", epsrel=epsrel, subdiv_limit=subdiv_limit)
             else:
                 value = correlations.correlation_2d_integral(
-                    self.dt, lag * self.dt, shape="square", **kwargs)
+                    self.dt, lag * self.dt, shape="square", epsrel=epsrel,
+                    subdiv_limit=subdiv_limit)
             self._eta[lag] = complex(value)
         return self._eta[lag]
 

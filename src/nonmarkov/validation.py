@@ -19,8 +19,8 @@ DENSITY_MATRIX_TOLERANCE = 1e-8
 def real_number(value: Any, name: str) -> float:
     """``value`` as a finite float, or ``TypeError``/``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        is_array_scalar = isinstance(value, default_np.ndarray) and value.shape == ()
-        if is_array_scalar and value.dtype.kind in "iuf":
+        if (isinstance(value, default_np.ndarray) and value.shape == ()
+                and value.dtype.kind in "iuf"):
             value = value.item()
         else:
             raise TypeError(f"{name} must be a real number; got {value!r}")

@@ -81,7 +81,7 @@ def info() -> dict[str, Any]:
         import jax
 
         version = f"jax {jax.__version__}"
-        default = jax.config.jax_default_device
+        default = jax.config.jax_default_device  # type: ignore[attr-defined]  # set at run time
         if default is None or isinstance(default, str):
             default = jax.devices(default)[0] if isinstance(default, str) else jax.devices()[0]
         others = [device for device in jax.devices() if device != default]

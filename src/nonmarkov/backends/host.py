@@ -1,8 +1,8 @@
 """Host-only helpers: work that must run on the CPU with NumPy/SciPy.
 
-Non-symmetric eigendecompositions and matrix exponentials of small
-Liouvillians are computed once on the host and the results are moved to the
-active backend in one transfer. Nothing here is called inside a hot loop.
+Non-symmetric eigendecompositions of small matrices are computed once on the
+host and the results are moved to the active backend in one transfer. Nothing
+here is called inside a hot loop.
 """
 
 from __future__ import annotations
@@ -29,14 +29,3 @@ def host_eig(matrix: Any) -> tuple[Any, Any]:
     """
     values, vectors = default_la.eig(np.to_host(matrix))
     return to_backend(values), to_backend(vectors)
-
-
-def host_eigh(matrix: Any) -> tuple[Any, Any]:
-    """Eigenvalues (ascending, real) and eigenvectors of a Hermitian matrix, on the host."""
-    values, vectors = default_la.eigh(np.to_host(matrix))
-    return values, vectors
-
-
-def host_expm(matrix: Any) -> default_np.ndarray:
-    """Matrix exponential computed on the host; returns a NumPy array."""
-    return default_la.expm(default_np.asarray(matrix))

@@ -52,7 +52,7 @@ def _load_jax() -> tuple[ModuleType, ModuleType]:
     return jnp, jla
 
 
-_cache = {"dir": None}
+_cache: dict[str, str | None] = {"dir": None}
 
 #: Called before JAX's global configuration changes (precision, cache directory):
 #: work that uses JAX in other threads (the site-by-site compilations ahead)
@@ -107,7 +107,8 @@ def compilation_cache_dir() -> str | None:
 def _configure_jax(precision: str) -> None:
     import jax
 
-    if jax.config.jax_enable_x64 != (precision == "double"):
+    # JAX sets its options on its Config object at run time, unseen by mypy
+    if jax.config.jax_enable_x64 != (precision == "double"):  # type: ignore[attr-defined]
         _settle_jax_work()
     jax.config.update("jax_enable_x64", precision == "double")
     if config.JAX_CACHE_DIR is not None and _cache["dir"] is None:

@@ -63,18 +63,6 @@ def contract_from_newest(sites: list[Any], vectors: list[Any]) -> Any:
     return vector
 
 
-def contract_from_oldest(sites: list[Any], vectors: list[Any]) -> Any:
-    """Like :func:`contract_from_newest` for a chain whose oldest site closes it.
-
-    ``sites`` are ordered oldest first with a trivial right bond on the
-    first; returns the vector (l,) on the left bond of the last (newest) site.
-    """
-    vector = np.ones((1,), dtype=sites[0].dtype)
-    for site, weights in zip(sites, vectors):
-        vector = np.einsum("lpr,r,p->l", site, vector, weights)
-    return vector
-
-
 def shifted_overlap(chain: Any, own_factor: Any, lag_matrices: list[Any]) -> Any:
     """Matrix elements of "drop the oldest point, add a new one" in a chain's span.
 

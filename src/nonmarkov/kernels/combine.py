@@ -57,6 +57,8 @@ def multiply_overlapping(before: list[Any], tail: list[Any], second: list[Any],
         k, p, r = tensor.shape
         q, carry = np.linalg.qr(tensor.reshape(k * p, r))
         sites.append(q.reshape(k, p, -1))
+    if carry is None:
+        raise ValueError("multiply_overlapping needs at least one site in before")
     carry = carry.reshape(carry.shape[0], carry.shape[1], 1)  # (k, chi_1, chi_2 = 1)
     for tail_site, head, row in zip(tail, second, rows):
         if row is not None:
@@ -83,8 +85,8 @@ def _split_off_left(matrix: Any, epsrel: float, max_rank: int | None) -> tuple[A
     """``matrix`` (r, c) ~ u @ rest with u (r, k) orthonormal, cut with ``epsrel``.
 
     Wide matrices with a loose cut use the eigenvectors of matrix matrix^dag
-    (one matrix product and a small Hermitian eigensolver, ~10x faster than
-    an SVD); its singular values are accurate to ~1e-8 of the largest, which
+    (one matrix product and a small Hermitian eigensolver, cheaper than an
+    SVD); its singular values are accurate to ~1e-8 of the largest, which
     is why the cut must be at least :data:`GRAM_MIN_EPSREL`. ``rest`` is
     always the exact projection u^dag matrix.
     """

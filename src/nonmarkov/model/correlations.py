@@ -48,6 +48,8 @@ def _weight_segments(delta: float, time_1: float, time_2: float | None,
     if shape == "square":
         time_2 = time_1 + delta
     if shape in ("square", "rectangle"):
+        if time_2 is None:
+            raise ValueError("shape='rectangle' needs time_2")
         length = time_2 - time_1
         short, long_ = sorted((length, delta))
         # convolution of two boxes: rises over `short`, flat, falls over `short`
@@ -285,13 +287,6 @@ class CustomSD(BaseCorrelations):
             return 1.0
         return 1.0 / math.tanh(max(omega / (2.0 * self.temperature), 1e-300))
 
-    def _coth_factor(self, omega):
-        """coth(w / 2T), 1 at T = 0."""
-        if self.temperature == 0.0:
-            return default_np.ones_like(omega)
-        x = default_np.asarray(omega) / (2.0 * self.temperature)
-        return 1.0 / default_np.tanh(default_np.maximum(x, 1e-300))
-
     def _quad(self, function, epsrel, subdiv_limit, weight=None, wvar=None) -> float:
         """int_0^upper function(w) dw, optionally with a cos/sin(wvar * w) weight."""
         breakpoints = [0.0, min(self.cutoff, self._upper_limit), self._upper_limit]
@@ -342,9 +337,9 @@ class CustomSD(BaseCorrelations):
         """Imaginary-time correlation C_M(tau), 0 <= tau <= 1/T (real)."""
         self._check_thermal()
         taus = default_np.asarray(tau, dtype=float)
-        values = [self._quad(lambda w, t=t: float(self._matsubara_kernel(w, t)), epsrel,
-                             subdiv_limit) for t in taus.reshape(-1)]
-        values = default_np.array(values)
+        values = default_np.array([
+            self._quad(lambda w, t=t: float(self._matsubara_kernel(w, t)), epsrel, subdiv_limit)
+            for t in taus.reshape(-1)])
         return values.reshape(taus.shape) if taus.ndim else float(values[0])
 
     def _check_thermal(self) -> None:
