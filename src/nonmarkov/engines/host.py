@@ -158,7 +158,9 @@ class HostProcessTensor:
         if pt.get_cap(0) is not None:
             return
         weights = to_backend(trace_weights(classes, pt.dimension))
-        length = int(pt.num_steps)
+        length = pt.num_steps
+        if length is None:  # no caps of its own, no length: nothing to contract
+            raise ValueError(f"{type(pt).__name__} has neither a length nor caps")
         lowest = 0 if record_all else num_steps - 1
         last = pt.get_step_tensor(length - 1)[0]
         cap = np.ones((last.shape[1],), dtype=np.dtype_complex)

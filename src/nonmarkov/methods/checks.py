@@ -35,13 +35,14 @@ def tempo_parameters(parameters: Any) -> TempoParameters:
     return parameters
 
 
-def memory_parameters(parameters: Any) -> TempoParameters:
-    """``parameters`` as TempoParameters with a memory cut, else a clear error."""
+def memory_parameters(parameters: Any) -> tuple[TempoParameters, int]:
+    """``parameters`` as TempoParameters with a memory cut, and the cut (dkmax), else a
+    clear error."""
     parameters = tempo_parameters(parameters)
     if parameters.dkmax is None:
         raise ValueError("a uniform process tensor needs a memory cut: give TempoParameters "
                          "with tcut or dkmax (full memory has no repeating tensor)")
-    return parameters
+    return parameters, parameters.dkmax
 
 
 def pt_interval(bath: Any, start_time: Any, end_time: Any,

@@ -58,10 +58,11 @@ def _resolve_grid(process_tensors: list[BaseProcessTensor], dt: float | None,
     if num_steps is not None:
         num_steps = check.positive_integer(num_steps, "num_steps", minimum=0)
     for i, pt in enumerate(process_tensors):
+        step = pt.time_step()
         if dt is None:
-            dt = pt.dt
-        elif abs(pt.dt - dt) > _DT_TOLERANCE * max(1.0, dt):
-            raise ValueError(f"process tensor {i} has dt={pt.dt}, which does not fit dt={dt}")
+            dt = step
+        elif abs(step - dt) > _DT_TOLERANCE * max(1.0, dt):
+            raise ValueError(f"process tensor {i} has dt={step}, which does not fit dt={dt}")
     lengths = [pt.num_steps for pt in process_tensors if pt.num_steps is not None]
     if lengths:
         shortest = min(lengths)

@@ -11,7 +11,7 @@ def process_tensor_metadata(created_by: str, bath: Bath, parameters: TempoParame
                             unique: bool) -> dict:
     """JSON-serialisable description of how a process tensor was made (stored in files)."""
     correlations = bath.correlations
-    described = {"type": type(correlations).__name__, "text": str(correlations),
+    described: dict[str, object] = {"type": type(correlations).__name__, "text": str(correlations),
                  "name": correlations.name}
     for key in ("alpha", "zeta", "cutoff", "cutoff_type", "temperature"):
         value = getattr(correlations, key, None)

@@ -47,8 +47,9 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
     if method not in PT_METHODS:
         raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
     if parameters is None:
-        kwargs = {} if tolerance is None else {"tolerance": tolerance}
-        parameters = guess_tempo_parameters(bath, start_time, end_time, **kwargs)
+        parameters = (guess_tempo_parameters(bath, start_time, end_time) if tolerance is None
+                      else guess_tempo_parameters(bath, start_time, end_time,
+                                                  tolerance=tolerance))
     if method != "sequential":
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")

@@ -179,6 +179,7 @@ def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float
                 result = power if result is None else doubler.combine(power, result)
                 if result is not power:
                     progress.update()
+        assert result is not None  # num_steps >= 1 has a highest binary digit
         chain, log_scale = doubler.close(result)
     to_eigen, from_eigen = influence.liouville_transforms()
     metadata = process_tensor_metadata("pt_divide_and_conquer_compute", bath, parameters,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
 from ..options import EngineOptions
-from ..process_tensors.base import SimpleProcessTensor
+from ..process_tensors.base import BaseProcessTensor
 from ..progress import check_progress_type
 from . import checks
 from .pt_tempo import PtTempo
@@ -32,7 +32,7 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
                               parameters: TempoParameters, unique: bool = False,
                               progress_type: str | None = None, name: str | None = None,
                               description: str | None = None,
-                              options: EngineOptions | None = None) -> SimpleProcessTensor:
+                              options: EngineOptions | None = None) -> BaseProcessTensor:
     """The process tensor of ``bath`` on [start_time, end_time] from a repeating block.
 
     Parameters
@@ -49,12 +49,12 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
     Agrees with sequential PT-TEMPO to rounding when untruncated; truncated,
     the error is set by ``epsrel`` like PT-TEMPO's (see docs/long_time.md).
     """
-    parameters = checks.memory_parameters(parameters)
+    parameters, memory = checks.memory_parameters(parameters)
     start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time,
                                                         parameters.dt)
     progress_type = check_progress_type(progress_type)
     label = "Unnamed repeated-block PT" if name is None else str(name)
-    if num_steps <= 2 * parameters.dkmax:
+    if num_steps <= 2 * memory:
         sequential = PtTempo(bath, start_time, end_time, parameters, unique=unique, name=label,
                              description=description, options=options)
         return sequential.get_process_tensor(progress_type=progress_type)

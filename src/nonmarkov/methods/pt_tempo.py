@@ -174,6 +174,7 @@ class PtTempo:
         """
         if self._process_tensor is None:
             self.compute(progress_type=progress_type)
+        assert self._process_tensor is not None  # compute() sets it or raises
         return self._process_tensor
 
 

@@ -187,7 +187,7 @@ class UniformPtBuilder:
         self._options = resolve(options)
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
-        self._parameters = checks.memory_parameters(parameters)
+        self._parameters, self._memory = checks.memory_parameters(parameters)
         self.bath = bath
         self.unique = bool(unique)
         self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
@@ -206,7 +206,7 @@ class UniformPtBuilder:
             # rest (Schmidt cut, overlaps, non-symmetric eigensolver) is host work,
             # small and of changing shapes that op-by-op JAX would compile anew each time
             with hot_loop_threads():
-                built = build_uniform_tensors(self._influence, parameters.dkmax,
+                built = build_uniform_tensors(self._influence, self._memory,
                                               parameters.epsrel, self.build_epsrel,
                                               progress_type, options=self._options)
             to_eigen, from_eigen = self._influence.liouville_transforms()
@@ -280,7 +280,7 @@ def compute_steady_state(system: System, uniform_pt: UniformProcessTensor,
         raise TypeError(f"system must be a time-independent System for a steady state; "
                         f"got {type(system).__name__}")
     d = system.dimension
-    first, second = system.get_propagators(uniform_pt.dt)(0)
+    first, second = system.get_propagators(uniform_pt.time_step())(0)
     before = to_backend(uniform_pt.transform_in @ first)
     after = to_backend(second @ uniform_pt.transform_out)
     transfer = dense_transfer(to_backend(uniform_pt.tensor), np.asarray(uniform_pt.classes),

@@ -87,6 +87,12 @@ class BaseProcessTensor:
         """Time step, or None for a PT without time grid (trivial PT)."""
         return self._dt
 
+    def time_step(self) -> float:
+        """The time step; a ``ValueError`` for a process tensor without one."""
+        if self._dt is None:
+            raise ValueError(f"{type(self).__name__} {self.name!r} has no time step")
+        return self._dt
+
     @property
     def transform_in(self) -> default_np.ndarray:
         """(d^2, d^2) map of vec(rho) into the PT's basis."""
@@ -149,7 +155,7 @@ class BaseProcessTensor:
         checked = BaseProcessTensor(  # the checks a process tensor read back will pass
             self.hilbert_space_dimension, self.dt, self.transform_in, self.transform_out,
             self.name, self.description, hdf5.check_metadata(getattr(self, "metadata", None)))
-        header = hdf5.Header(checked.dimension, checked.dt, checked.transform_in,
+        header = hdf5.Header(checked.dimension, checked.time_step(), checked.transform_in,
                              checked.transform_out,
                              hdf5.check_classes(classes, checked.dimension**2), checked.name,
                              checked.description, checked.metadata)

@@ -65,7 +65,8 @@ class FileProcessTensor(BaseProcessTensor):
             filename, mode = mode, filename  # OQuPy argument order (mode, filename)
         self._filename = hdf5.check_filename(filename)
         self._mode = check.choice(mode, MODES, "mode")
-        self._file: hdf5.Reader | hdf5.Writer | None = None
+        self._reader: hdf5.Reader | None = None  # mode 'read'
+        self._writer: hdf5.Writer | None = None  # modes 'write' and 'overwrite'
         if self._mode == "read":
             given = {"hilbert_space_dimension": hilbert_space_dimension, "dt": dt,
                      "transform_in": transform_in, "transform_out": transform_out,
@@ -82,11 +83,11 @@ class FileProcessTensor(BaseProcessTensor):
             super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
                              description, metadata=hdf5.check_metadata(metadata))
             self._classes = hdf5.check_classes(classes, self._dimension**2)
-            self._file = hdf5.Writer(self._filename, self._header(), self._mode == "overwrite")
-        self._shapes = self._file.shapes
+            self._writer = hdf5.Writer(self._filename, self._header(), self._mode == "overwrite")
+        self._shapes = self._open_file().shapes
 
     def _header(self) -> hdf5.Header:
-        return hdf5.Header(self._dimension, self._dt, self.transform_in, self.transform_out,
+        return hdf5.Header(self._dimension, self.time_step(), self.transform_in, self.transform_out,
                            self._classes, self.name, self.description, self.metadata)
 
     def _open_for_reading(self) -> None:
@@ -101,14 +102,21 @@ class FileProcessTensor(BaseProcessTensor):
             raise hdf5.file_error(self._filename, f"is damaged: {type(error).__name__}: "
                                                   f"{error}") from error
         self._classes = header.classes
-        self._file = reader
+        self._reader = reader
+
+    def _open_file(self) -> hdf5.Reader | hdf5.Writer:
+        file = self._reader if self._mode == "read" else self._writer
+        if file is None:
+            raise ValueError(f"FileProcessTensor {self._filename!r} is not open")
+        return file
 
     # ------------------------------------------------------------------ writing
 
     def set(self, step: int, tensor: Any) -> None:
         """Write the tensor T[b, b', c] of ``step`` (appending if step == len); write modes."""
         self._require_open(writing=True)
-        self._file.write_step(step, tensor)
+        if self._writer is not None:
+            self._writer.write_step(step, tensor)
 
     def close(self) -> None:
         """Complete and close a file being written, or close a file being read.
@@ -116,19 +124,17 @@ class FileProcessTensor(BaseProcessTensor):
         In write mode the file is marked complete, flushed and renamed from
         its temporary name to ``filename``. Does nothing if already closed.
         """
-        if self._file is None:
-            return
-        if self._mode == "read":
-            self._file.close()
-        else:
-            self._file.complete()
+        if self._reader is not None:
+            self._reader.close()
+        elif self._writer is not None:
+            self._writer.complete()
 
     def abort(self) -> None:
         """Discard a file being written (the target is left untouched); close otherwise."""
         if self._mode == "read":
             self.close()
-        elif self._file is not None:
-            self._file.discard()
+        elif self._writer is not None:
+            self._writer.discard()
 
     def remove(self) -> None:
         """Close the file and delete it (a file being written is discarded)."""
@@ -149,7 +155,7 @@ class FileProcessTensor(BaseProcessTensor):
             self.abort()
 
     def __del__(self) -> None:
-        file = getattr(self, "_file", None)
+        file = getattr(self, "_reader", None) or getattr(self, "_writer", None)
         if file is None or file.closed:
             return
         if getattr(self, "_mode", "read") != "read":
@@ -181,7 +187,8 @@ class FileProcessTensor(BaseProcessTensor):
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
-        return self._file is None or self._file.closed
+        file = self._reader if self._mode == "read" else self._writer
+        return file is None or file.closed
 
     @property
     def classes(self) -> default_np.ndarray:
@@ -191,14 +198,14 @@ class FileProcessTensor(BaseProcessTensor):
     @property
     def library_version(self) -> str:
         """nonmarkov version that wrote the file (this one for a file being written)."""
-        if self._mode == "read":
-            return self._file.header.library_version
+        if self._reader is not None:
+            return self._reader.header.library_version
         return hdf5.LIBRARY_VERSION
 
     @property
     def format_version(self) -> int:
         """Version of the file layout."""
-        return self._file.header.format_version if self._mode == "read" else FORMAT_VERSION
+        return self._reader.header.format_version if self._reader is not None else FORMAT_VERSION
 
     def __len__(self) -> int:
         return len(self._shapes)
@@ -217,7 +224,7 @@ class FileProcessTensor(BaseProcessTensor):
         if not 0 <= step < length:
             raise IndexError(f"step {step} outside the process tensor (length {length})")
         self._require_open()
-        return self._file.read_step(int(step)), self._classes
+        return self._open_file().read_step(int(step)), self._classes
 
     def __str__(self) -> str:
         bonds = self.get_bond_dimensions()
@@ -253,7 +260,7 @@ def import_process_tensor(filename: Any, process_tensor_type: str | None = None
         return file_pt
     try:
         pt = SimpleProcessTensor(
-            file_pt.hilbert_space_dimension, file_pt.dt, file_pt.transform_in,
+            file_pt.hilbert_space_dimension, file_pt.time_step(), file_pt.transform_in,
             file_pt.transform_out, file_pt.classes, file_pt.name, file_pt.description,
             metadata=file_pt.metadata)
         for step in range(len(file_pt)):

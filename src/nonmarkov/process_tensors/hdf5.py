@@ -338,7 +338,8 @@ class Writer:
             self.discard()
             raise
         stack, self._stack = self._stack, None
-        stack.close()  # renames the temporary file to the target
+        if stack is not None:
+            stack.close()  # renames the temporary file to the target
 
     def discard(self) -> None:
         """Close and remove the temporary file; ``filename`` is left untouched."""

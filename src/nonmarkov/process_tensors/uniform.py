@@ -144,7 +144,7 @@ class UniformProcessTensor(BaseProcessTensor):
         """
         num_steps = check.positive_integer(num_steps, "num_steps")
         pt = SimpleProcessTensor(
-            self._dimension, self._dt, transform_in=self._transform_in,
+            self._dimension, self.time_step(), transform_in=self._transform_in,
             transform_out=self._transform_out, classes=self._classes,
             name=self.name if name is None else name,
             description=self.description if description is None else description)

@@ -148,10 +148,11 @@ def _executable(name: str, static: dict[str, Any], args: Sequence[Any]) -> Any:
     unless it is ready or being compiled (then waited for)."""
     key = _signature(name, static, args)
     with _executables_lock:
-        future = _executables.get(key)
-        owner = future is None
+        existing = _executables.get(key)
+        owner = existing is None
+        future: Future = Future() if existing is None else existing
         if owner:
-            future = _executables[key] = Future()
+            _executables[key] = future
     if owner:
         try:
             future.set_result(_kernel(name, **static).lower(*args).compile())
@@ -332,8 +333,9 @@ def _readout(front: Any, vector: Any, log_scale: Any, log_rest: Any, second: Any
     return out_map @ (second @ state)
 
 
-_KERNELS = {"open": _open_front, "couple": _couple, "keep": _close, "trace": _trace,
-            "finalize": _finalize, "cut": _cut, "finish": _finish, "readout": _readout}
+_KERNELS: dict[str, Callable[..., Any]] = {
+    "open": _open_front, "couple": _couple, "keep": _close, "trace": _trace,
+    "finalize": _finalize, "cut": _cut, "finish": _finish, "readout": _readout}
 
 
 def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any, second: Any,
@@ -547,7 +549,7 @@ class SitewiseWindow:
         ``margin`` (a wrong guess only costs the other core some time)."""
         steps = len(propagators)
         abstract = _abstract((start, propagators[0], self._constants, lags[0]))
-        settings = (self._memory, self._max_rank, self._oldest, self._svd)
+        memory, max_rank, oldest, svd = self._memory, self._max_rank, self._oldest, self._svd
 
         def job() -> None:
             (front, sites, log_scale), (between, second), constants, lag = abstract
@@ -559,7 +561,8 @@ class SitewiseWindow:
             # of a plan on they repeat
             for step_plan in [plan] * min(steps, 2) + [upcoming] * 2:
                 state = sitewise_step(*state, between, second, constants, lag_list,
-                                      step_plan, *settings, call=prepare_kernel)[:3]
+                                      step_plan, memory, max_rank, oldest, svd,
+                                      call=prepare_kernel)[:3]
 
         return compile_ahead(job)
 

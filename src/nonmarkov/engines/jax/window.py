@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as default_np
@@ -336,7 +336,7 @@ def kernel_sizes(bond: int, levels: Sequence[int]) -> tuple[int, ...]:
 @functools.cache
 def _compiled_step(memory: int, max_rank: int | None, backend: str,
                    oldest: str = "trace", svd: str = "default",
-                   levels: tuple[int, ...] = ()) -> Callable[..., tuple[Any, ...]]:
+                   levels: tuple[int, ...] = ()) -> Any:
     return compiler.compile_kernel(functools.partial(_step, memory=memory, max_rank=max_rank,
                                             oldest=oldest,
                                             svd_algorithm=_svd_algorithm(svd, backend),
@@ -513,7 +513,7 @@ class CompiledWindow:
         return site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend(),
                            self._options.site_levels)
 
-    def _step_kernel(self, bond: int) -> Callable[..., tuple[Any, ...]]:
+    def _step_kernel(self, bond: int) -> Any:
         """The compiled step for bucket ``bond`` (with its site levels)."""
         return _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
                               self._oldest, self._options.svd, self._levels(bond))
@@ -725,7 +725,7 @@ class CompiledWindow:
             step = self._step_kernel(self.bond)
             front, sites, count, log_scale = self._front, self._sites, self._count_device, \
                 self._log_scale
-            outputs = []
+            outputs: list[tuple[Any, Any]] = []
             for between, second in propagators:
                 between, second = self._device_propagators(between, second)
                 front, sites, count, log_scale, readout, wanted = step(
