@@ -25,20 +25,17 @@ def _jax() -> Any:
 def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     """XLA options on a CPU: the classic elemental emitters, LLVM at level 1.
 
-    Measured on the B1 step (benchmarks/README.md): the default (fusion
-    emitters, level 2) compiles in ~3 s; level 0 in ~1.4 s but its
-    unoptimised loops (the small complex matmuls, transposes and masks
-    between the LAPACK calls) make a step ~1.5x slower; level 1 without the
-    fusion emitters compiles in ~1.3 s and runs as fast as the default.
+    Level 1 without the fusion emitters compiles the window step about twice as
+    fast as the default and runs as fast; level 0 compiles faster still, but its
+    unoptimised loops (the small complex matmuls, transposes and masks between
+    the LAPACK calls) make a step slower (measurements: benchmarks/README.md).
 
     The code is generated as one module (``xla_cpu_parallel_codegen_split_count``
     1): every compilation leaves memory mappings in the process that are not
-    returned when the kernel is freed (measured: ~12 per small kernel with the
-    default split, 6 with one module), and a process dies (segmentation fault
-    in the compiler) once it reaches the system's limit (``vm.max_map_count``,
-    65530 as a rule), after a few thousand kernels; site by site, a long run
-    compiles hundreds. Compile times on B2 with and without: 2.8 / 2.3 s and
-    1.9 / 2.3 s (two runs each, a busy 2-core machine): no clear cost.
+    returned when the kernel is freed, about half as many with one module, and
+    a process dies (segmentation fault in the compiler) once it reaches the
+    system's limit (``vm.max_map_count``) after a few thousand kernels; site by
+    site, a long run compiles hundreds.
     """
     jax = _jax()
     if jax.default_backend() == "cpu":

@@ -4,8 +4,8 @@ The whole-step kernel of :mod:`nonmarkov.engines.jax.window` pads every site of
 the window to one bond bucket. When the bonds are large and vary along the
 window (small next to the newest point, where the bond left of position j
 is at most x m^j, large further on), that padding multiplies the work:
-a QR and an SVD cost ~D^3 per site, and on a 29-site window whose bonds rise
-from 3 to 130 a single bucket does ~2x the work of following the profile.
+a QR and an SVD cost ~D^3 per site, and a single bucket for a window whose bonds
+rise along it does up to twice the work of following the profile.
 
 Here every site keeps its own padded shape (b_j, m, b_{j+1}), the bucket of
 each bond is planned on the host from the ranks of the last step, and one
@@ -37,9 +37,8 @@ from .compiler import check_ahead, compile_ahead, compile_kernel
 from .padding import _padded_qr, _svd, _used_columns, bond_bucket
 
 #: From this bond bucket on, :class:`nonmarkov.engines.jax.window.CompiledWindow` runs its
-#: steps site by site: a step then costs ~0.1 s or more, next to which ~2 dispatches
-#: per site (~30 us each) are nothing, and following the bond profile saves up to
-#: half of the factorisation work.
+#: steps site by site: a step then costs far more than two kernel dispatches per
+#: site, and following the bond profile saves up to half of the factorisation work.
 SITEWISE_BOND = 64
 #: Most stretches of one bucket along the window (each boundary between two buckets
 #: and each bucket is a kernel to compile; a rising bond dimension recompiles the

@@ -28,8 +28,8 @@ that XLA compiles it once per shape:
   one step, and the bucket grows one step ahead of a steady rise; once the
   ranks hold below a bucket grown with headroom (or they fell), the bucket
   shrinks to fit them when that saves more than a compilation;
-- the bonds of a window vary along it (S1: 9 at the ends, 15-19 inside bucket
-  20), and a site's QR and SVD cost ~D^3: where that work is large (on a CPU,
+- the bonds of a window vary along it (small at the ends, largest inside), and
+  a site's QR and SVD cost ~D^3: where that work is large (on a CPU,
   see :func:`site_levels`), the kernel also holds a few smaller sizes (levels)
   and works on each site at the smallest one that holds its bonds, chosen on
   the device from the used extent of the padded arrays (``lax.switch``), so
@@ -96,11 +96,10 @@ SHRINK_WORK = 0.7
 #: (and saves more than a compilation costs: :meth:`Schedule.shrink_pays`).
 
 #: Smaller sizes a site of a whole-step kernel may work at (see :func:`site_levels`);
-#: each adds ~0.45 s of XLA compilation on a CPU (S1's kernel: 0.8 s without, 2.6 s
-#: with three) ...
+#: each adds to the compile time of the kernel (benchmarks/README.md) ...
 SITE_LEVELS = 4
-#: ... when the work of a site, m (D r)^3, is at least this (S1 at D = 20: 9e6; B1 at
-#: D = 12: 2e5, whose steps cost less than the compilation of the levels).
+#: ... when the work of a site, m (D r)^3, is at least this (below it, the steps cost
+#: less than the compilation of the levels).
 SITE_LEVEL_WORK = 1_000_000
 
 
@@ -680,8 +679,7 @@ class CompiledWindow:
     def _compile_growth_ahead(self, bond: int) -> None:
         """While the bonds rise steadily, compile the kernel of the bucket that the
         coming growth will take in the background (:meth:`compile_step_ahead`), so
-        that the steps do not wait for it (B3: ~2.5 s per bucket, one every step or
-        two at steps of 10-20 s)."""
+        that the steps do not wait for it."""
         if bond > self.bond and bond not in self._ahead and not self._sitewise_at(bond):
             self._ahead[bond] = self.compile_step_ahead(bond)
 
@@ -697,8 +695,8 @@ class CompiledWindow:
         largest rank last rose, if that saves more than a compilation would cost over
         ``steps_left`` steps (see :data:`SHRINK_WORK`, :meth:`Schedule.shrink_pays`).
 
-        A bucket grown with headroom while the bond rose (S1: 24 for rank 19) or
-        left behind by ranks that fell would otherwise cost ~D^3 on every later step.
+        A bucket grown with headroom while the bond rose or left behind by ranks
+        that fell would otherwise cost ~D^3 on every later step.
         """
         target = bond_bucket(self._held_largest, self._min_bond)
         # the largest sites work at the smallest kernel size that holds them (site levels)
