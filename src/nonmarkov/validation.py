@@ -112,3 +112,14 @@ def density_matrix(
             f"{name} must be positive semi-definite; its smallest eigenvalue is {smallest:.3g}"
         )
     return matrix
+
+
+def liouville_classes(classes: Any, d2: int) -> default_np.ndarray:
+    """The class of each Liouville index, (d2,) non-negative integers; None: the
+    identity ``arange(d2)`` (every index its own class)."""
+    if classes is None:
+        return default_np.arange(d2)
+    array = default_np.asarray(classes)
+    if array.shape != (d2,) or array.dtype.kind not in "iu" or array.min() < 0:
+        raise ValueError(f"classes must be {d2} non-negative integers")
+    return array.astype(int)

@@ -35,14 +35,6 @@ def trace_weights(classes: Any, dimension: int) -> default_np.ndarray:
     return weights
 
 
-def check_classes(classes: Any, d2: int) -> default_np.ndarray:
-    """The class of each Liouville index, (d2,) non-negative integers (None: all distinct)."""
-    classes = default_np.arange(d2) if classes is None else default_np.asarray(classes)
-    if classes.shape != (d2,) or classes.dtype.kind not in "iu" or classes.min() < 0:
-        raise ValueError(f"classes must be {d2} non-negative integers")
-    return classes.astype(int)
-
-
 class BaseProcessTensor:
     """Common interface of process tensors.
 
@@ -157,7 +149,7 @@ class BaseProcessTensor:
             self.name, self.description, hdf5.check_metadata(getattr(self, "metadata", None)))
         header = hdf5.Header(checked.dimension, checked.time_step(), checked.transform_in,
                              checked.transform_out,
-                             hdf5.check_classes(classes, checked.dimension**2), checked.name,
+                             check.liouville_classes(classes, checked.dimension**2), checked.name,
                              checked.description, checked.metadata)
         tensors = (self.get_step_tensor(step)[0] for step in range(len(self)))
         hdf5.write_file(filename, header, tensors, overwrite=overwrite)
@@ -201,7 +193,7 @@ class SimpleProcessTensor(BaseProcessTensor):
                  description: str | None = None, metadata: dict | None = None):
         super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
                          description, metadata)
-        self._classes = check_classes(classes, self._dimension**2)
+        self._classes = check.liouville_classes(classes, self._dimension**2)
         self._num_classes = int(self._classes.max()) + 1
         self._tensors: list[default_np.ndarray] = []
 

@@ -82,7 +82,7 @@ class FileProcessTensor(BaseProcessTensor):
                 raise ValueError(f"mode {self._mode!r} needs hilbert_space_dimension and dt")
             super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
                              description, metadata=hdf5.check_metadata(metadata))
-            self._classes = hdf5.check_classes(classes, self._dimension**2)
+            self._classes = check.liouville_classes(classes, self._dimension**2)
             self._writer = hdf5.Writer(self._filename, self._header(), self._mode == "overwrite")
         self._shapes = self._open_file().shapes
 

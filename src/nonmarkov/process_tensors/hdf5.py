@@ -71,16 +71,6 @@ def check_metadata(metadata: Any) -> dict:
         raise TypeError(f"metadata must be JSON-serialisable: {error}") from error
 
 
-def check_classes(classes: Any, d2: int) -> default_np.ndarray:
-    """Classes (d2,) as non-negative ints; None gives the identity ``arange(d2)``."""
-    if classes is None:
-        return default_np.arange(d2)
-    array = default_np.asarray(classes)
-    if array.shape != (d2,) or array.dtype.kind not in "iu" or array.min() < 0:
-        raise ValueError(f"classes must be {d2} non-negative integers")
-    return array.astype(int)
-
-
 def check_target(filename: Any, overwrite: bool) -> str:
     """Check a target of :func:`write_file` before anything is written; return it as str."""
     filename = check_filename(filename)
@@ -100,7 +90,7 @@ class Header:
     """What a file stores besides its step tensors.
 
     ``transform_in``, ``transform_out``: (d^2, d^2) complex; ``classes``:
-    (d^2,) ints, checked by :func:`check_classes`; ``metadata``: a
+    (d^2,) ints, checked by :func:`nonmarkov.validation.liouville_classes`; ``metadata``: a
     JSON-serialisable dict. ``format_version`` and ``library_version`` are
     read from a file; :class:`Writer` always writes this module's.
     """
@@ -200,7 +190,8 @@ class Reader:
                                             "running)")
         d = int(attrs["hilbert_space_dimension"])
         header = Header(d, float(attrs["dt"]), handle["transform_in"][()],
-                        handle["transform_out"][()], check_classes(handle["classes"][()], d * d),
+                        handle["transform_out"][()],
+                        check.liouville_classes(handle["classes"][()], d * d),
                         _text(attrs["name"]), _text(attrs["description"]),
                         json.loads(_text(attrs.get("metadata", "{}"))), int(version), library)
         num_steps = int(attrs["num_steps"])

@@ -15,7 +15,7 @@ import numpy as default_np
 
 from .. import validation as check
 from ..kernels.chain import future_caps
-from .base import BaseProcessTensor, SimpleProcessTensor, check_classes, trace_weights
+from .base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 
 
 class UniformProcessTensor(BaseProcessTensor):
@@ -48,7 +48,7 @@ class UniformProcessTensor(BaseProcessTensor):
         super().__init__(hilbert_space_dimension, dt, transform_in, transform_out,
                          "Unnamed UniformProcessTensor" if name is None else name, description)
         d2 = self._dimension**2
-        self._classes = check_classes(classes, d2)
+        self._classes = check.liouville_classes(classes, d2)
         classes = self._classes
         m = int(classes.max()) + 1
         tensor = default_np.asarray(tensor, dtype=complex)
