@@ -37,11 +37,7 @@ def rank_rule(singular_values: Any, epsrel: Any, max_rank: int | None = None,
     if size == 0:
         return xp.asarray(1, dtype=xp.int32)
     index = xp.arange(size)
-    # tail[k] = norm of s[k:] (a triangular product: on XLA it compiles much faster
-    # than a cumulative sum)
-    upper = (index[None, :] >= index[:, None]).astype(s.dtype)
-    tail = xp.sqrt(upper @ (s * s))
-    below = tail <= epsrel * s[0]
+    below = _tail_norms(s, xp) <= epsrel * s[0]
     rank = xp.maximum(xp.min(xp.where(below, index, size)), 1)
     # index i continues a multiplet when s[i] is nearly equal to s[i - 1]
     previous = xp.concatenate([s[:1], s[:-1]])
@@ -51,6 +47,16 @@ def rank_rule(singular_values: Any, epsrel: Any, max_rank: int | None = None,
     if max_rank is not None:
         rank = xp.minimum(rank, max_rank)
     return xp.asarray(rank, dtype=xp.int32)
+
+
+def _tail_norms(s: Any, xp: Any) -> Any:
+    """tail[k] = norm of s[k:]: a cumulative sum on NumPy; a triangular product
+    elsewhere (XLA compiles it much faster than a cumulative sum)."""
+    if xp is default_np:
+        return default_np.sqrt(default_np.cumsum((s * s)[::-1])[::-1])
+    index = xp.arange(s.shape[0])
+    upper = (index[None, :] >= index[:, None]).astype(s.dtype)
+    return xp.sqrt(upper @ (s * s))
 
 
 def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) -> int:
