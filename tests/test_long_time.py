@@ -235,6 +235,27 @@ def test_uniform_process_tensor_structure():
         bonds = pt.get_bond_dimensions()
         assert bonds[0] == bonds[-1] == 1
     assert "u" in str(uniform)
+    # the protocol: any number of steps, caps of its own
+    assert uniform.num_steps is None
+    with pytest.raises(TypeError, match="no length"):
+        len(uniform)
+    np.testing.assert_array_equal(uniform.get_cap(50), uniform.end_vector)
+
+
+def test_a_long_uniform_run_needs_k_plus_one_distinct_steps():
+    """The chain engines see the repeating tensor as one array, so the compiled scan's
+    table of a 2000-step run holds K + 1 rows (constant memory for any length)."""
+    from nonmarkov.engines.host import HostChainEngine
+    from nonmarkov.engines.jax.chain import distinct_steps
+
+    _, bath, _ = driven_spin_boson_model()
+    uniform = pt_uniform_compute(bath, nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3),
+                                 progress_type="silent")
+    num_steps = 2000
+    prepared = HostChainEngine().prepare([uniform], num_steps, record_all=True)[0]
+    tensors = [uniform.get_step_tensor(k)[0] for k in range(num_steps)]
+    first, rows = distinct_steps(tensors, [prepared.cap(k) for k in range(num_steps)])
+    assert first == [0, 1, 2, 3] and rows[:5] == [0, 1, 2, 3, 3] and set(rows[3:]) == {3}
 
 
 def test_numpy_and_jax_agree():

@@ -11,6 +11,7 @@ the module paths scripts import, re-exporting the real code.
 from . import backends as backends
 from . import helpers as helpers
 from . import operators as operators
+from . import options as options
 from ._version import __version__ as __version__
 from .io.results import Dynamics as Dynamics
 from .io.results import import_dynamics as import_dynamics
@@ -35,6 +36,8 @@ from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters
 from .model.system import System as System
 from .model.system import TimeDependentSystem as TimeDependentSystem
+from .options import EngineOptions as EngineOptions
+from .options import set_default_options as set_default_options
 from .process_tensors.base import SimpleProcessTensor as SimpleProcessTensor
 from .process_tensors.base import TrivialProcessTensor as TrivialProcessTensor
 from .process_tensors.file import FileProcessTensor as FileProcessTensor
@@ -42,11 +45,13 @@ from .process_tensors.file import import_process_tensor as import_process_tensor
 from .process_tensors.uniform import UniformProcessTensor as UniformProcessTensor
 
 __all__ = [
-    "Bath", "Control", "CustomCorrelations", "CustomSD", "Dynamics", "FileProcessTensor",
+    "Bath", "Control", "CustomCorrelations", "CustomSD", "Dynamics", "EngineOptions",
+    "FileProcessTensor",
     "PowerLawSD", "PtTempo", "SimpleProcessTensor", "System", "Tempo", "TempoParameters",
     "TimeDependentSystem", "TrivialProcessTensor", "UniformProcessTensor", "__version__",
     "backends", "compute_correlations", "compute_correlations_nt", "compute_dynamics",
     "compute_steady_state", "compute_uniform_dynamics", "guess_tempo_parameters", "helpers",
-    "import_dynamics", "import_process_tensor", "operators", "pt_divide_and_conquer_compute",
-    "pt_repeated_block_compute", "pt_tempo_compute", "pt_uniform_compute", "tempo_compute",
+    "import_dynamics", "import_process_tensor", "operators", "options",
+    "pt_divide_and_conquer_compute", "pt_repeated_block_compute", "pt_tempo_compute",
+    "pt_uniform_compute", "set_default_options", "tempo_compute",
 ]

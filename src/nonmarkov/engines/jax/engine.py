@@ -28,7 +28,7 @@ from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions
 from ..base import ChainRun, WindowSpec
 from ..host import HostChainEngine, HostWindowEngine, in_memory
-from .chain import run_chain, scan_fits, stack_padded
+from .chain import SCAN_BYTES, run_chain, stack_padded, table_bytes
 from .padding import bond_bucket
 from .window import CompiledWindow
 
@@ -154,7 +154,7 @@ class JaxChainEngine(HostChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
     A run with constant propagators, no controls and process tensors in memory
-    whose padded, stacked step tensors fit :func:`~.chain.scan_fits` runs as one
+    whose tables of padded step tensors fit :data:`~.chain.SCAN_BYTES` runs as one
     compiled ``lax.scan`` (:func:`~.chain.run_chain`: one transfer in, one out);
     anything else runs the host engine's steps on the JAX proxies.
     """
@@ -163,19 +163,20 @@ class JaxChainEngine(HostChainEngine):
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
         pts = list(run.process_tensors)
         if not (run.constant_propagators and run.controls is None and run.num_steps > 0
-                and pts and all(in_memory(pt) for pt in pts)
-                and scan_fits(pts, run.num_steps, np.dtype_complex)):
+                and pts and all(in_memory(pt) for pt in pts)):
             return super().run(run)
+        dtype = np.dtype_complex
         with numpy_in_this_thread():  # the caps on the host, once
             prepared = HostChainEngine().prepare(pts, run.num_steps, True)
-            baths = []
-            for pt, on_host in zip(pts, prepared):
-                tensors = [pt.get_step_tensor(k)[0] for k in range(run.num_steps)]
-                caps = [on_host.cap(k) for k in range(run.num_steps)]
-                stacked, stacked_caps = stack_padded(tensors, caps, np.dtype_complex)
-                baths.append((pt.transform_in, pt.transform_out,
-                              default_np.asarray(pt.get_step_tensor(0)[1], dtype=int), stacked,
-                              stacked_caps))
+            steps = [([pt.get_step_tensor(k)[0] for k in range(run.num_steps)],
+                      [on_host.cap(k) for k in range(run.num_steps)])
+                     for pt, on_host in zip(pts, prepared)]
+        if sum(table_bytes(tensors, caps, dtype) for tensors, caps in steps) > SCAN_BYTES:
+            return super().run(run)
+        baths = [(pt.transform_in, pt.transform_out,
+                  default_np.asarray(pt.get_step_tensor(0)[1], dtype=int),
+                  *stack_padded(tensors, caps, dtype))
+                 for pt, (tensors, caps) in zip(pts, steps)]
         first, second = run.propagators(0)
         readouts = run_chain(default_np.asarray(run.initial).reshape(-1), first, second, baths,
                              run.record_all)

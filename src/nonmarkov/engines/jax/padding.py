@@ -82,7 +82,7 @@ def _padded_qr(matrix: Any) -> tuple[Any, Any]:
 
 def _svd_algorithm(name: str, platform: str) -> Any:
     """The ``algorithm`` argument of :func:`_svd` for a :data:`nonmarkov.config.VALID_JAX_SVD`
-    name: a ``jax.lax.linalg.SvdAlgorithm``, None (JAX's default) or ``'eigh'``."""
+    name: a ``jax.lax.linalg.SvdAlgorithm``, or None (JAX's default)."""
     from jax import lax
 
     if name == "default":
