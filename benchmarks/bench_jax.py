@@ -27,14 +27,22 @@ Every run happens in its own process. For each problem the table gives the
 NumPy time, the JAX time of a cold process (with compilation; the
 compilation part separately: seconds the steps waited for it + seconds
 compiled in the background thread, overlapping the steps; ``host``: steps run
-on the host while the first kernel compiled, see ``NONMARKOV_JAX_HOST_START``),
-the JAX time of a second process that finds
+on the host while the first kernel compiled, the ``host_start`` engine option:
+``JaxWindowEngine.host_steps``), the JAX time of a second process that finds
 the kernels in a persistent compilation cache (warm), the ratios to NumPy and
 max |rho_numpy - rho_jax| over all time points.
 
     python benchmarks/bench_jax.py [--problems B1 B3 S1] [--end-time T | B3=T ...]
         [--jax-platform cpu|cuda] [--no-warm] [--backends numpy jax]
-        [--numpy-blas-threads N] [--jax-cache DIR] [--trace-chunks] [--json out.json]
+        [--numpy-blas-threads N] [--jax-cache DIR] [--trace-chunks]
+        [--jax-options svd=qr,sitewise=on,levels=off,host_start=on] [--json out.json]
+
+The JAX runs take their engine options (``nonmarkov.options.EngineOptions``)
+from the library default (whose ``svd``, ``sitewise``, ``site_levels`` and
+``host_start`` come from the NONMARKOV_JAX_* environment variables) with the
+changes of ``--jax-options`` (default: none), passed as ``options=`` to
+``Tempo``/``PtTempo``/``compute_dynamics``; each record keeps them
+(``options``, and ``svd`` as before).
 
 ``--trace-chunks`` prints every chunk of compiled steps of the JAX runs
 (steps, bond bucket, window sites, seconds) and a progress bar of the NumPy
@@ -61,7 +69,7 @@ import time
 
 import numpy as np
 
-from _common import spin_boson_model
+from _common import JAX_SETTINGS_HELP, jax_options, jax_settings, options_record, spin_boson_model
 
 PROBLEMS = {
     "B1": {"spin": "1/2", "epsrel": 1e-4, "end_time": 10.0},
@@ -89,25 +97,36 @@ def _model(spin: str):
 
 
 def _trace_chunks() -> None:
-    """Print every chunk of compiled steps to stderr (steps, bucket, sites, seconds)."""
-    from nonmarkov.engines.jax import window as compiled
+    """Print every chunk of compiled steps to stderr (steps, bucket, sites, seconds).
 
-    run_chunk = compiled.CompiledWindow._run_chunk
+    Diagnostics only: wraps ``CompiledWindow._run_chunk`` (a chunk is the window's own
+    unit of work, which the engine interface does not show) and reads its site count.
+    """
+    from nonmarkov.engines.jax import window
+
+    run_chunk = window.CompiledWindow._run_chunk
 
     def traced(self, propagators):
         start, bond, redos = time.perf_counter(), self.bond, self.redos
         result = run_chunk(self, propagators)
         print(f"chunk: {len(propagators):2d} steps, bucket {bond}->{self.bond}, "
-              f"{self._count} sites, largest rank {self.max_rank_seen}, "
+              f"{getattr(self, '_count', '?')} sites, largest rank {self.max_rank_seen}, "
               f"redone {self.redos - redos}, {time.perf_counter() - start:.2f} s",
               file=sys.stderr, flush=True)
         return result
 
-    compiled.CompiledWindow._run_chunk = traced
+    window.CompiledWindow._run_chunk = traced
 
 
-def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
-    """One TEMPO run with the backend of the environment; returns the record."""
+def _host_steps(engine: object) -> int:
+    """Steps the window engine ran on the host (JAX host start; 0 on NumPy or without one)."""
+    return int(getattr(engine, "host_steps", 0) or 0)
+
+
+def run_worker(problem: str, end_time: float, trace: bool = False,
+               settings: str = "default") -> dict:
+    """One TEMPO run with the backend of the environment and the engine options of
+    ``settings`` (see ``--jax-options``); returns the record."""
     start = time.perf_counter()
     spec = PROBLEMS[problem]
     nm, system, bath, rho0 = _model(spec["spin"])
@@ -116,11 +135,8 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
     if trace and backend == "jax":
         _trace_chunks()
     compile_seconds = [0.0, 0.0]
-    host_steps: list[int] = []
     if backend == "jax":
         import jax
-
-        from nonmarkov.engines.jax import host_start
 
         def listener(event: str, duration: float, **_: object) -> None:
             # [0]: what the computing thread waited for; [1]: kernels compiled in the
@@ -130,45 +146,53 @@ def run_worker(problem: str, end_time: float, trace: bool = False) -> dict:
                 compile_seconds[0 if main else 1] += duration
 
         jax.monitoring.register_event_duration_secs_listener(listener)
-        run_host_steps = host_start.run_host_steps
-
-        def counted(*args: object, **kwargs: object) -> tuple[int, int]:
-            done, bucket = run_host_steps(*args, **kwargs)
-            host_steps.append(done)
-            return done, bucket
-
-        host_start.run_host_steps = counted
     record: dict = {"problem": problem, "backend": backend, "end_time": end_time,
                     "device": nm.backends.info()["default_device"],
-                    "svd": nm.config.JAX_SVD,
                     "import_s": time.perf_counter() - start}
+    options = jax_options(settings)
+    record["svd"] = options.svd
+    record["options"] = options_record(options)
     parameters = nm.TempoParameters(dt=spec.get("dt", DT), tcut=spec.get("tcut", TCUT),
                                     epsrel=spec["epsrel"])
     start = time.perf_counter()
     if spec.get("kind") == "pt":
-        pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters)
+        pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters, options=options)
         process_tensor = pt_tempo.get_process_tensor(progress_type=progress)
         record["pt_s"] = time.perf_counter() - start
         record["pt_compile_s"] = compile_seconds[0]
         record["pt_compile_ahead_s"] = compile_seconds[1]
         middle = time.perf_counter()
         dynamics = nm.compute_dynamics(system, rho0, process_tensor=process_tensor,
-                                       progress_type="silent")
+                                       progress_type="silent", options=options)
         record["dynamics_s"] = time.perf_counter() - middle
         record["max_bond_dimension"] = pt_tempo.max_bond_dimension
+        engine = pt_tempo.engine
     else:
-        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True, options=options)
         dynamics = tempo.compute(end_time, progress_type=progress)
         record["max_bond_dimension"] = tempo.max_bond_dimension
+        engine = tempo.engine
     record["tempo_s"] = time.perf_counter() - start
     record["compile_s"] = compile_seconds[0]
     record["compile_ahead_s"] = compile_seconds[1]
-    record["host_steps"] = sum(host_steps)
+    record["host_steps"] = _host_steps(engine)
     record["steps"] = len(dynamics) - 1
     states = np.asarray(dynamics.states)
     record["states_re"] = states.real.tolist()
     record["states_im"] = states.imag.tolist()
     return record
+
+
+def _window_dtype(engine: object) -> np.dtype:
+    """The dtype the window engine holds its window in.
+
+    The host engine shows its window (``window``); the JAX engine's compiled window
+    has no public dtype, so its padded front (``compiled._front``) is read.
+    """
+    window = getattr(engine, "window", None)
+    if window:
+        return np.dtype(window[0].dtype)
+    return np.dtype(engine.compiled._front.dtype)
 
 
 def precision_check() -> list[str]:
@@ -196,8 +220,7 @@ def precision_check() -> list[str]:
                     tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True)
                     dynamics = tempo.compute(end_time, progress_type="silent")
                     states = np.asarray(dynamics.states)
-                    dtype = (tempo._engine._sites.dtype if tempo._compiled
-                             else tempo._window[0].dtype)
+                    dtype = _window_dtype(tempo.engine)
                     results[precision] = (np.asarray(dynamics.times), states, str(dtype))
             times, double, _ = results["double"]
             single, dtype = results["single"][1], results["single"][2]
@@ -212,12 +235,14 @@ def precision_check() -> list[str]:
     return rows
 
 
-def _run(problem: str, end_time: float, env: dict, trace: bool = False) -> dict:
+def _run(problem: str, end_time: float, env: dict, trace: bool = False,
+         settings: str = "default") -> dict:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "out.json")
         command = [sys.executable, os.path.abspath(__file__), "--worker", problem,
                    "--end-time", f"{problem}={end_time!r}", "--json", path]
         command += ["--trace-chunks"] if trace else []
+        command += ["--jax-options", settings] if settings != "default" else []
         subprocess.run(command, check=True, env=env)
         with open(path) as handle:
             return json.load(handle)
@@ -276,6 +301,15 @@ def _end_times(values: list[str], parser: argparse.ArgumentParser) -> dict[str, 
     return end_times
 
 
+def _settings_label(label: str) -> str:
+    """``--jax-options`` checked (argparse type)."""
+    try:
+        jax_settings(label)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return label
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=["B1"], choices=list(PROBLEMS))
@@ -296,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
                              "empty one per problem, so the first JAX run is cold)")
     parser.add_argument("--trace-chunks", action="store_true",
                         help="print the progress of every run (see above)")
+    parser.add_argument("--jax-options", default="default", type=_settings_label,
+                        help="engine options of the JAX runs on top of the library default: "
+                             + JAX_SETTINGS_HELP)
     parser.add_argument("--json", default=None, help="write all records to this JSON file")
     parser.add_argument("--precision-check", action="store_true",
                         help="compare single with double precision instead (see above)")
@@ -308,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
 
     end_times = _end_times(args.end_time, parser)
     if args.worker:
-        record = run_worker(args.worker, end_times[args.worker], args.trace_chunks)
+        record = run_worker(args.worker, end_times[args.worker], args.trace_chunks,
+                            args.jax_options)
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
@@ -334,9 +372,9 @@ def main(argv: list[str] | None = None) -> int:
                 jax_env = {**base, "NONMARKOV_BACKEND": "jax",
                            "JAX_PLATFORMS": args.jax_platform,
                            "NONMARKOV_JAX_CACHE_DIR": args.jax_cache or cache}
-                cold = _run(problem, end_time, jax_env, args.trace_chunks)
+                cold = _run(problem, end_time, jax_env, args.trace_chunks, args.jax_options)
                 if not args.no_warm:
-                    warm = _run(problem, end_time, jax_env)
+                    warm = _run(problem, end_time, jax_env, settings=args.jax_options)
         records[problem] = {"numpy": numpy_record, "jax_cold": cold, "jax_warm": warm}
         rows.extend(_table_rows(problem, numpy_record, cold, warm, records[problem]))
         for row in rows[-2:] if "pt_s" in (numpy_record or cold) else rows[-1:]:

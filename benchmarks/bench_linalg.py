@@ -9,17 +9,22 @@ window site:
 
 This script times both, complex128, for a few D: NumPy/LAPACK on the CPU
 (BLAS threads as configured by the environment) and ``jax.jit`` on JAX's
-default device, with every SVD algorithm JAX offers there and the QR +
-Hermitian-eigensolver route of ``NONMARKOV_JAX_SVD=eigh``. Each variant is
-checked against NumPy: relative error of the reconstruction and of the
-singular values (a variant that fails the check is marked, not hidden).
+default device, with every SVD algorithm the library offers (the ``svd``
+engine option, ``nonmarkov.options.EngineOptions``: ``default``, ``qr``,
+``divide_and_conquer``; the factorisation of
+``nonmarkov.engines.jax.padding``). Each variant is checked against NumPy:
+relative error of the reconstruction and of the singular values (a variant
+that fails the check, or that the platform does not offer, is marked, not
+hidden).
 
     python benchmarks/bench_linalg.py [--bonds 64 128 256 512] [--repeat 3]
 
 ``--step-memory`` instead compiles the whole PT-TEMPO window step (29 sites,
-as in B3) at each bond bucket with the default, polar and eigh SVD and prints the
-temporary memory XLA plans for it (``memory_analysis``), without running it:
-the polar SVD asked for 135 GiB inside the B3 run on a GPU.
+as in B3; ``nonmarkov.engines.jax.window``, compiled as the library compiles
+it, ``nonmarkov.engines.jax.compiler.compile_kernel``) at each bond bucket with
+each of those SVD algorithms and prints the temporary memory XLA plans for it
+(``memory_analysis``), without running it (the GPU-only polar SVD, since
+removed, asked for 135 GiB inside the B3 run on a GPU).
 """
 
 from __future__ import annotations
@@ -53,14 +58,29 @@ def _graded_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray
     return (left * values) @ right.conj().T
 
 
+def svd_algorithms(platform: str) -> dict:
+    """The library's SVD choices (``nonmarkov.config.VALID_JAX_SVD``) and the algorithm
+    argument each gives the compiled steps on ``platform``; a choice the installed JAX
+    does not offer maps to the exception its lookup raised."""
+    from nonmarkov.config import VALID_JAX_SVD
+    from nonmarkov.engines.jax import padding
+
+    algorithms = {}
+    for name in VALID_JAX_SVD:
+        try:
+            algorithms[name] = padding._svd_algorithm(name, platform)
+        except Exception as failure:  # not in this JAX version
+            algorithms[name] = failure
+    return algorithms
+
+
 def step_memory(bonds: list[int], algorithms: dict) -> None:
     """Print XLA's temporary memory of the compiled PT-TEMPO step per bucket and SVD."""
     import functools
 
-    import jax
     import jax.numpy as jnp
 
-    from nonmarkov.engines.jax import window as compiled
+    from nonmarkov.engines.jax import compiler, window
 
     sites, classes, carrier = 29, 4, 3
     constants = {"projector": jnp.eye(classes, dtype=complex),
@@ -77,9 +97,12 @@ def step_memory(bonds: list[int], algorithms: dict) -> None:
                      constants)
         for name, algorithm in algorithms.items():
             start = time.perf_counter()
-            step = jax.jit(functools.partial(compiled._step, memory=sites + 1, max_rank=None,
-                                             oldest="finalize", svd_algorithm=algorithm))
             try:
+                if isinstance(algorithm, Exception):
+                    raise algorithm
+                step = compiler.compile_kernel(functools.partial(
+                    window._step, memory=sites + 1, max_rank=None, oldest="finalize",
+                    svd_algorithm=algorithm))
                 memory = step.lower(*arguments).compile().memory_analysis()
                 text = f"{memory.temp_size_in_bytes / 2**30:9.3f}"
             except Exception as failure:  # an algorithm the platform does not offer
@@ -104,19 +127,13 @@ def main(argv: list[str] | None = None) -> int:
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
-    from jax import lax
 
     device = jax.devices()[0]
-    from nonmarkov.engines.jax import window as compiled
+    from nonmarkov.engines.jax import padding
 
-    algorithms = {"default": None}
-    for name in ("QR", "JACOBI", "POLAR", "DIVIDE_AND_CONQUER"):
-        if hasattr(lax.linalg.SvdAlgorithm, name):
-            algorithms[name.lower()] = getattr(lax.linalg.SvdAlgorithm, name)
-    algorithms["eigh"] = "eigh"
+    algorithms = svd_algorithms(device.platform)
     if args.step_memory:
-        step_memory(args.bonds, {name: algorithms[name] for name in ("default", "polar", "eigh")
-                                 if name in algorithms})
+        step_memory(args.bonds, algorithms)
         return 0
     rng = np.random.default_rng(7)
     dtype = np.complex128 if args.precision == "double" else np.complex64
@@ -145,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         flat_device = jax.device_put(flat)
         for name, algorithm in algorithms.items():
             try:
-                svd = jax.jit(lambda a, algorithm=algorithm: compiled._svd(a, algorithm))
+                if isinstance(algorithm, Exception):
+                    raise algorithm
+                svd = jax.jit(lambda a, algorithm=algorithm: padding._svd(a, algorithm))
                 weighted, s, vh = (np.asarray(part) for part in svd(flat_device))
                 error = max(np.linalg.norm(weighted @ vh - flat_exact) / np.linalg.norm(flat),
                             np.max(np.abs(s - reference)) / reference[0])
@@ -158,15 +177,6 @@ def main(argv: list[str] | None = None) -> int:
             label = f"svd {name} ({wide}, {args.classes * bond})"
             print(f"{bond:5d} {label:32} {numpy_svd * 1e3:9.1f} {jax_ms} {ratio} {error:8.1e}",
                   flush=True)
-        # the Hermitian eigensolver alone on the Gram matrix: its eigenvalues are only
-        # accurate to ~sqrt(eps) s_0 (the eigh route above takes a QR first)
-        gram = jax.jit(lambda a: jnp.linalg.eigh(a @ a.conj().T))
-        seconds = _timed(lambda: jax.block_until_ready(gram(flat_device)), args.repeat)
-        values = np.sqrt(np.abs(np.asarray(gram(flat_device)[0])))[::-1]
-        error = np.max(np.abs(values - reference)) / reference[0]
-        label = f"eigh of A A^H alone ({wide})"
-        print(f"{bond:5d} {label:32} {'':>9} {seconds * 1e3:9.1f} "
-              f"{'':>7} {error:8.1e}", flush=True)
     return 0
 
 

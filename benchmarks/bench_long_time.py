@@ -88,10 +88,6 @@ def reference_curve(path: str | None = None) -> np.ndarray:
 def run_method(method: str, num_steps: int, epsrel: float) -> dict:
     """Build the PT with ``method`` and compute ``num_steps`` steps; times and curve."""
     nm, system, bath, rho0 = spin_boson_model()
-    from nonmarkov.methods.pt_divide import pt_divide_and_conquer_compute
-    from nonmarkov.methods.pt_repeated import pt_repeated_block_compute
-    from nonmarkov.methods.uniform import UniformPtBuilder, compute_uniform_dynamics
-
     parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=epsrel)
     start = time.perf_counter()
     if method == "sequential":
@@ -99,21 +95,20 @@ def run_method(method: str, num_steps: int, epsrel: float) -> dict:
             progress_type="silent")
         bond = int(pt.get_bond_dimensions().max())
     elif method == "divide":
-        pt = pt_divide_and_conquer_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
-                                           progress_type="silent")
+        pt = nm.pt_divide_and_conquer_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
+                                              progress_type="silent")
         bond = int(pt.get_bond_dimensions().max())
     elif method == "blocks":
-        pt = pt_repeated_block_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
-                                       progress_type="silent")
+        pt = nm.pt_repeated_block_compute(bath, 0.0, num_steps * DT, parameters, unique=True,
+                                          progress_type="silent")
         bond = int(pt.get_bond_dimensions().max())
     else:
-        builder = UniformPtBuilder(bath, parameters, unique=True)
-        uniform = builder.compute(progress_type="silent")
+        uniform = nm.pt_uniform_compute(bath, parameters, unique=True, progress_type="silent")
         bond = uniform.bond_dimension
     middle = time.perf_counter()
     if method == "uniform":
-        dynamics = compute_uniform_dynamics(system, rho0, num_steps, uniform,
-                                            progress_type="silent")
+        dynamics = nm.compute_uniform_dynamics(system, rho0, num_steps, uniform,
+                                               progress_type="silent")
     else:
         dynamics = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
     end = time.perf_counter()
@@ -196,21 +191,15 @@ def long_worker(num_steps: int, epsrel: float) -> dict:
     """One long run with the uniform PT (called in its own process)."""
     start = time.perf_counter()
     nm, system, bath, rho0 = spin_boson_model()
-    from nonmarkov.methods.uniform import (
-        UniformPtBuilder,
-        compute_steady_state,
-        compute_uniform_dynamics,
-    )
-
     parameters = nm.TempoParameters(dt=DT, tcut=TCUT, epsrel=epsrel)
     imported = time.perf_counter()
-    uniform = UniformPtBuilder(bath, parameters, unique=True).compute(progress_type="silent")
+    uniform = nm.pt_uniform_compute(bath, parameters, unique=True, progress_type="silent")
     built = time.perf_counter()
     rss_built = _peak_rss_kib()
-    dynamics = compute_uniform_dynamics(system, rho0, num_steps, uniform,
-                                        progress_type="silent")
+    dynamics = nm.compute_uniform_dynamics(system, rho0, num_steps, uniform,
+                                           progress_type="silent")
     done = time.perf_counter()
-    steady = compute_steady_state(system, uniform)
+    steady = nm.compute_steady_state(system, uniform)
     curve = _sigma_z(nm, dynamics)
     return {"steps": num_steps, "epsrel": epsrel, "import_s": imported - start,
             "build_s": built - imported, "dynamics_s": done - built,

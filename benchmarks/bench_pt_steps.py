@@ -18,16 +18,23 @@ measures the steps where B3 spends its time instead:
    classes (gauge invariant, so runs with different SVDs compare too).
 
     python benchmarks/bench_pt_steps.py [--problem B3] [--at 4] [--steps 2]
-        [--jax-platform cpu|cuda] [--jax-runs default svd=eigh svd=eigh,sitewise=on]
+        [--jax-platform cpu|cuda] [--jax-runs default svd=qr sitewise=on,levels=off]
         [--numpy-blas-threads N] [--json out.json] [--fastest out.json]
+        [--fastest-label out.json]
 
-Each ``--jax-runs`` item is one JAX process with these settings on top of
-the environment (``svd=`` sets NONMARKOV_JAX_SVD, ``sitewise=``
-NONMARKOV_JAX_SITEWISE, ``levels=`` NONMARKOV_JAX_SITE_LEVELS; ``default``
-changes nothing); each reaches the
-checkpoint itself, and NumPy starts from the first one's window.
-``--fastest out.json`` prints the settings of the run with the least step
-time without compilation as environment assignments (for ``env``).
+Each ``--jax-runs`` item is one JAX process whose window engine
+(``nonmarkov.engines.window_engine``) gets ``nonmarkov.options.EngineOptions``
+with these fields changed from the library default (``svd=`` the ``svd``
+field, ``sitewise=`` ``sitewise``, ``levels=`` ``site_levels``,
+``host_start=on|off`` ``host_start``; ``default`` changes nothing; the
+defaults come from the NONMARKOV_JAX_* environment variables). The host start
+is off unless an item sets ``host_start=on``, so that every step is a
+compiled one. Each run reaches the checkpoint itself, and NumPy (the host
+engine, ``nonmarkov.engines.host.HostWindowEngine``) starts from the first
+one's window. ``--fastest out.json`` prints the settings of the run with the
+least step time without compilation as assignments of those environment
+variables (for ``env``), ``--fastest-label out.json`` as its ``--jax-runs``
+item (for ``bench_jax.py --jax-options``; ``default`` when there is none).
 
 Problems and models are those of ``bench_jax.py`` (PT problems only).
 """
@@ -35,6 +42,7 @@ Problems and models are those of ``bench_jax.py`` (PT problems only).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -46,21 +54,22 @@ import time
 import numpy as np
 
 import bench_jax
-from nonmarkov.config import VALID_JAX_SITE_LEVELS, VALID_JAX_SITEWISE, VALID_JAX_SVD
+from _common import JAX_SETTINGS_HELP, jax_environment, jax_options, jax_settings, options_record
 
 PT_PROBLEMS = [name for name, spec in bench_jax.PROBLEMS.items() if spec.get("kind") == "pt"]
 SEED = 20261130
 
 
-def _pt_tempo(problem: str, at: float, steps: int):
-    """(nonmarkov, PtTempo of the problem long enough for ``steps`` steps after ``at``,
-    its parameters)."""
+def _problem_influence(problem: str):
+    """(nonmarkov, the discretised influence of the problem's bath as PtTempo builds it,
+    the parameters)."""
+    from nonmarkov.influence import DiscretisedInfluence
+
     spec = bench_jax.PROBLEMS[problem]
     nm, _, bath, _ = bench_jax._model(spec["spin"])
     parameters = nm.TempoParameters(dt=spec.get("dt", bench_jax.DT),
                                     tcut=spec.get("tcut", bench_jax.TCUT), epsrel=spec["epsrel"])
-    end_time = (round(at / parameters.dt) + steps + 1) * parameters.dt
-    return nm, nm.PtTempo(bath, 0.0, end_time, parameters), parameters
+    return nm, DiscretisedInfluence.from_parameters(bath, parameters, False), parameters
 
 
 def chain_state(window: list[np.ndarray], finalised: list[np.ndarray]) -> np.ndarray:
@@ -78,11 +87,28 @@ def chain_state(window: list[np.ndarray], finalised: list[np.ndarray]) -> np.nda
     return matrix[:, 0]
 
 
-def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
-    """Run to the checkpoint on JAX, save the window, time ``steps`` more steps."""
+def _window_spec(influence, parameters):
+    """PT-TEMPO's window of ``influence`` (``nonmarkov.engines.base.WindowSpec``),
+    holding its first point."""
+    from nonmarkov.methods.pt_tempo import first_point, pt_window_spec
+
+    front, log_scale = first_point(influence)
+    return pt_window_spec(influence, front, log_scale, parameters.epsrel, parameters.dkmax)
+
+
+def _bonds(window: list[np.ndarray]) -> list[int]:
+    """The right bond of every site of a host window (newest first): the kept ranks."""
+    return [int(site.shape[2]) for site in window]
+
+
+def run_jax(problem: str, at: float, steps: int, window_path: str,
+            settings: str = "default") -> dict:
+    """Run to the checkpoint on JAX with the engine options of ``settings``, save the
+    window, time ``steps`` more steps."""
     import jax
 
-    from nonmarkov.methods.pt_tempo import compiled_pt_window
+    from nonmarkov.engines import window_engine
+    from nonmarkov.options import default_options
 
     compile_seconds = [0.0]
 
@@ -107,112 +133,115 @@ def run_jax(problem: str, at: float, steps: int, window_path: str) -> dict:
                 compile_seconds[0] = counted + time.perf_counter() - begin
 
     sitewise._executable = timed_lookup
-    nm, pt_tempo, parameters = _pt_tempo(problem, at, steps)
-    influence = pt_tempo._influence
-    m = influence.num_classes
-    between, identity = np.ones((m, m)), np.eye(m)
+    nm, influence, parameters = _problem_influence(problem)
+    options = jax_options(settings, default_options().replace(host_start=False))
     checkpoint = int(round(at / parameters.dt))
     start = time.perf_counter()
-    engine = compiled_pt_window(influence, parameters.epsrel, parameters.dkmax)
-    done, ranks = engine.advance_finalize(checkpoint - 1, between, identity)
+    engine = window_engine(_window_spec(influence, parameters), options)
+    if not hasattr(engine, "compiled"):
+        raise RuntimeError(f"the JAX run got a {type(engine).__name__}; "
+                           "is NONMARKOV_BACKEND=jax set?")
+    done, ranks = engine.advance_finalize(checkpoint - 1)
     before = [site for site, _ in done if site is not None]
     record = {"device": nm.backends.info()["default_device"],
               "checkpoint_step": checkpoint, "to_checkpoint_s": time.perf_counter() - start,
-              "to_checkpoint_compile_s": compile_seconds[0], "bond": max(ranks)}
-    window, _ = engine.host_window()
-    np.savez(window_path, *window, *before, sizes=np.array([len(window), len(before)]))
+              "to_checkpoint_compile_s": compile_seconds[0], "bond": max(ranks),
+              "options": options_record(options),
+              "host_steps": int(getattr(engine, "host_steps", 0))}
+    window, log_scale = engine.host_window()
+    np.savez(window_path, *window, *before, sizes=np.array([len(window), len(before)]),
+             log_scale=np.array(log_scale))
     finalised, step_s, step_compile_s, step_ranks = [], [], [], []
     for _ in range(steps):
         compile_before, begin = compile_seconds[0], time.perf_counter()
-        done, ranks = engine.advance_finalize(1, between, identity)
+        done, ranks = engine.advance_finalize(1)
         step_s.append(time.perf_counter() - begin)
         step_compile_s.append(compile_seconds[0] - compile_before)
-        step_ranks.append(list(engine._bond_ranks) + [engine._final_bond])
+        step_ranks.append(_bonds(engine.host_window()[0]))  # untimed: one more fetch
         finalised.append(done[0][0])
     after, _ = engine.host_window()
     state = chain_state(after, before + finalised)
     record.update(step_s=step_s, step_compile_s=step_compile_s, ranks=step_ranks,
-                  sitewise=engine.sitewise, state_re=state.real.tolist(),
+                  sitewise=engine.compiled.sitewise, state_re=state.real.tolist(),
                   state_im=state.imag.tolist())
     return record
 
 
 def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
-    """Load the window and time ``steps`` steps with the NumPy kernels."""
+    """Load the window and time ``steps`` steps with the host window engine (NumPy)."""
     from nonmarkov._threads import hot_loop_threads
-    from nonmarkov.methods.pt_tempo import pt_window_step
+    from nonmarkov.engines.host import HostWindowEngine
 
-    _, pt_tempo, parameters = _pt_tempo(problem, at, steps)
-    influence = pt_tempo._influence
+    _, influence, parameters = _problem_influence(problem)
     with np.load(window_path) as data:
         count, before = data["sizes"]
         window = [data[f"arr_{k}"] for k in range(count)]
         finalised = [data[f"arr_{k}"] for k in range(count, count + before)]
-    own = influence.own_factor()
-    carrier_rows = np.asarray(influence.carrier_rows)
-    lags = [influence.lag_matrix_rows(k + 1) for k in range(len(window))]
+        log_scale = float(data["log_scale"]) if "log_scale" in data else 0.0
+    spec = _window_spec(influence, parameters)
+    # the lag rows ahead of the timed steps (the engine asks for them on its first step)
+    rows = {lag: spec.lag_rows(lag) for lag in range(1, len(window) + steps + 2)}
+    spec = dataclasses.replace(
+        spec, lag_rows=lambda lag: rows[lag] if lag in rows else influence.lag_matrix_rows(lag))
+    engine = HostWindowEngine(spec)
+    engine.load_window(window, log_scale)
     step_s, step_ranks = [], []
     with hot_loop_threads():
         for _ in range(steps):
             begin = time.perf_counter()
-            window, done, _ = pt_window_step(window, lags, own, carrier_rows,
-                                             parameters.epsrel, "finalize")
+            done, _ = engine.advance_finalize(1)
             step_s.append(time.perf_counter() - begin)
-            step_ranks.append([site.shape[2] for site in window])
-            finalised.append(done)
-    state = chain_state(window, finalised)
+            step_ranks.append(_bonds(engine.host_window()[0]))
+            finalised.append(done[0][0])
+    state = chain_state(engine.host_window()[0], finalised)
     return {"step_s": step_s, "ranks": step_ranks, "state_re": state.real.tolist(),
             "state_im": state.imag.tolist()}
 
 
-#: ``--jax-runs`` keys and the environment variables they set
-RUN_SETTINGS = {"svd": ("NONMARKOV_JAX_SVD", VALID_JAX_SVD),
-                "sitewise": ("NONMARKOV_JAX_SITEWISE", VALID_JAX_SITEWISE),
-                "levels": ("NONMARKOV_JAX_SITE_LEVELS", VALID_JAX_SITE_LEVELS)}
-
-
 def run_environment(label: str) -> dict[str, str]:
-    """Environment variables of one ``--jax-runs`` item ("default" or "key=value,...")."""
-    if label == "default":
-        return {}
-    settings = {}
-    for item in label.split(","):
-        key, _, value = item.partition("=")
-        if key not in RUN_SETTINGS:
-            raise argparse.ArgumentTypeError(
-                f"unknown setting {key!r} in {label!r}; valid: {sorted(RUN_SETTINGS)}")
-        variable, valid = RUN_SETTINGS[key]
-        if value not in valid:
-            raise argparse.ArgumentTypeError(
-                f"{key}={value!r} in {label!r}: valid values are {list(valid)}")
-        settings[variable] = value
-    return settings
+    """One ``--jax-runs`` item ("default" or "key=value,...") as assignments of the
+    environment variables that give the engine options' defaults."""
+    return jax_environment(label)
 
 
 def _run_label(label: str) -> str:
-    run_environment(label)  # validates
+    try:
+        jax_settings(label)  # validates
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return label
+
+
+def fastest_label(path: str) -> str | None:
+    """The ``--jax-runs`` item of the JAX run in a ``--json`` file with the least step
+    time without compilation (None if the file is missing or unreadable)."""
+    try:
+        with open(path) as handle:
+            runs = json.load(handle)["jax"]
+        return min(runs, key=lambda label: sum(runs[label]["step_s"])
+                   - sum(runs[label]["step_compile_s"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def fastest_run(path: str) -> str:
     """Environment assignments of the JAX run in a ``--json`` file with the least step
     time without compilation (empty if the file is missing or unreadable)."""
-    try:
-        with open(path) as handle:
-            runs = json.load(handle)["jax"]
-    except (OSError, ValueError, KeyError):
+    best = fastest_label(path)
+    if best is None:
         return ""
-    best = min(runs, key=lambda label: sum(runs[label]["step_s"])
-               - sum(runs[label]["step_compile_s"]))
     return " ".join(f"{key}={value}" for key, value in run_environment(best).items())
 
 
-def _worker(kind: str, args: argparse.Namespace, env: dict, window_path: str) -> dict:
+def _worker(kind: str, args: argparse.Namespace, env: dict, window_path: str,
+            settings: str = "default") -> dict:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "out.json")
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind,
                    "--problem", args.problem, "--at", repr(args.at), "--steps", str(args.steps),
                    "--window", window_path, "--json", path]
+        if kind == "jax":
+            command += ["--run-options", settings]
         subprocess.run(command, check=True, env=env)
         with open(path) as handle:
             return json.load(handle)
@@ -251,20 +280,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="steps timed (default 2)")
     parser.add_argument("--jax-platform", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--jax-runs", nargs="+", default=["default"], type=_run_label,
-                        help="JAX processes to run, each 'default' or settings such as "
-                             "'svd=eigh,sitewise=on' (see above; default: one, 'default')")
+                        help="JAX processes to run, each " + JAX_SETTINGS_HELP + ", such as "
+                             "'svd=qr,sitewise=on' (see above; default: one, 'default')")
     parser.add_argument("--numpy-blas-threads", type=int, default=0,
                         help="NONMARKOV_BLAS_THREADS of the NumPy process (0: all cores)")
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
     parser.add_argument("--fastest", default=None, metavar="JSON",
                         help="print the settings of the fastest JAX run (step time without "
                              "compilation) in this --json file as environment assignments")
+    parser.add_argument("--fastest-label", default=None, metavar="JSON",
+                        help="print the --jax-runs item of that run ('default' if none)")
     parser.add_argument("--worker", default=None, choices=["jax", "numpy"],
                         help=argparse.SUPPRESS)
     parser.add_argument("--window", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--run-options", default="default", type=_run_label,
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.fastest:
         print(fastest_run(args.fastest))
+        return 0
+    if args.fastest_label:
+        print(fastest_label(args.fastest_label) or "default")
         return 0
     spec = bench_jax.PROBLEMS[args.problem]
     dt = spec.get("dt", bench_jax.DT)
@@ -276,8 +312,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"(the window is full from there on); got {args.at}")
 
     if args.worker:
-        run = run_jax if args.worker == "jax" else run_numpy
-        record = run(args.problem, args.at, args.steps, args.window)
+        if args.worker == "jax":
+            record = run_jax(args.problem, args.at, args.steps, args.window, args.run_options)
+        else:
+            record = run_numpy(args.problem, args.at, args.steps, args.window)
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
@@ -294,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             window = os.path.join(directory, f"window_{len(jax_records)}.npz")
             try:
                 record = _worker("jax", args, {
-                    **base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform,
-                    **run_environment(label)}, window)
+                    **base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform},
+                    window, label)
             except subprocess.CalledProcessError as error:  # e.g. out of device memory
                 print(f"JAX run {label!r} failed (exit status {error.returncode})", flush=True)
                 passed = False

@@ -124,6 +124,13 @@ class HostWindowEngine:
         """The window on the active backend, newest first."""
         return list(self._window)
 
+    def load_window(self, window: Sequence[Any], log_scale: float) -> None:
+        """Continue from ``window`` (newest first: front (1, x, k), sites (k, m, k'),
+        host arrays, e.g. from :meth:`host_window`) whose front has log-scale
+        ``log_scale``."""
+        self._window = [to_backend(site) for site in window]
+        self._log_scale = float(log_scale)
+
 
 def in_memory(pt: BaseProcessTensor) -> bool:
     """Whether the step tensors of ``pt`` are held in memory (not read from a file)."""
