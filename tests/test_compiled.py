@@ -1,29 +1,38 @@
 """The compiled TEMPO window (``nonmarkov.engines.jax.window``) of the JAX backend.
 
-- the device-side kept-rank rule equals ``tn.truncation.kept_rank``;
+- the kept-rank rule traced with ``jax.numpy`` (``truncation.rank_rule``)
+  equals the host rule ``truncation.kept_rank``;
 - results do not depend on the bond bucket (padding) nor on the chunking,
   and agree with the NumPy backend; the padding holds exact zeros (QR with
   zero columns, bonds seen alike from both sides); the first growth of the
   bucket takes the smallest one that fits;
+- chunk length, growth ahead of a steady rise and shrinking follow the rules
+  of the window and of :class:`~nonmarkov.engines.jax.scheduling.Schedule`
+  (deterministic mode and measured times);
 - during a steady rise the bucket of the coming growth is compiled ahead; a
   step waits for it or drops a job not started;
 - site levels: sites worked on at smaller sizes inside a bucket give the
   full bucket's step (one kernel call) and NumPy's runs (TEMPO, PT-TEMPO);
-  the rule for the sizes, the device and the environment variable;
+  the rule for the sizes, the device and the ``site_levels`` option;
 - after compilation the steps make no implicit host transfers and fetch
   once per chunk (also with site levels);
 - single precision runs in complex64 and stays close to double;
-- the QR + eigensolver factorisation (``NONMARKOV_JAX_SVD=eigh``) is exact,
-  cuts like the SVD, gives NumPy's runs, also in single precision;
+- the ``svd`` option picks JAX's SVD algorithm without changing the result;
 - the persistent compilation cache option;
 - PT-TEMPO with the compiled window (``oldest='finalize'``) gives the NumPy
   process tensor (bond dimensions, step-tensor norms, dynamics), also while
   the bond bucket grows and when streamed to a file;
 - ``compute_dynamics`` as one compiled scan (one or two process tensors,
   record_all on and off, a prefix of the process tensor) equals the NumPy step
-  loop; a control keeps the loop.
+  loop; a control keeps the loop;
+- site-by-site steps for large bonds (``nonmarkov.engines.jax.sitewise``): the
+  bucket plans, the ``sitewise`` option (and its environment variable), NumPy's
+  results, the kernels compiled ahead.
 
-Skipped on the NumPy backend (the compiled kernels are used with JAX only).
+The engine options come from the session default (deterministic scheduling, host
+start on: ``tests/conftest.py``) with the changes a test passes; a test that
+checks what the compiled kernel does from the first step switches the host start
+off. Skipped on the NumPy backend (the compiled kernels are used with JAX only).
 """
 
 from __future__ import annotations
@@ -41,14 +50,18 @@ import pytest
 import nonmarkov as nm
 from models import SX, SZ, spin_boson
 from nonmarkov import backends, config
+from nonmarkov.engines.host import HostWindowEngine
 from nonmarkov.kernels import truncation
 
 pytestmark = pytest.mark.skip_backend("numpy", "the compiled window is JAX-only")
 
 jax = pytest.importorskip("jax")
 compiled = pytest.importorskip("nonmarkov.engines.jax.window")
+padding = pytest.importorskip("nonmarkov.engines.jax.padding")
+scheduling = pytest.importorskip("nonmarkov.engines.jax.scheduling")
 sitewise = pytest.importorskip("nonmarkov.engines.jax.sitewise")
-
+compiler = pytest.importorskip("nonmarkov.engines.jax.compiler")
+jax_engine = pytest.importorskip("nonmarkov.engines.jax.engine")
 
 
 def independent_boson():
@@ -61,19 +74,19 @@ def independent_boson():
     return system, bath, numpy.outer(psi, psi.conj())
 
 
+def engine_options(**changes):
+    """The session's engine options (deterministic scheduling) with ``changes``."""
+    return nm.options.default_options().replace(**changes)
+
+
 def run_tempo(model, parameters, end_time, backend="jax", precision="double", unique=False,
-              **engine):
-    """States of a TEMPO run; ``engine`` sets the compiled window's bucket/chunk."""
+              **options):
+    """States of a TEMPO run; ``options`` change the engine options (bucket, chunk...)."""
     system, bath, rho0 = model
-    saved = (compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK)
-    compiled.DEFAULT_INITIAL_BOND = engine.get("initial_bond", saved[0])
-    compiled.DEFAULT_CHUNK = engine.get("chunk", saved[1])
-    try:
-        with backends.use_backend(backend, precision):
-            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=unique)
-            states = tempo.compute(end_time, progress_type="silent").states
-    finally:
-        compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK = saved
+    with backends.use_backend(backend, precision):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=unique,
+                         options=engine_options(**options))
+        states = tempo.compute(end_time, progress_type="silent").states
     return numpy.asarray(states), tempo
 
 
@@ -98,11 +111,16 @@ def spectra():
     return cases
 
 
-def test_device_kept_rank_equals_host_rule():
+def device_rank(s, epsrel, max_rank=None):
+    """The rank rule traced with ``jax.numpy`` (as in the compiled kernels)."""
+    return truncation.rank_rule(s, epsrel, max_rank, jax.numpy)
+
+
+def test_device_rank_rule_equals_host_rule():
     cases = spectra()
     with backends.use_backend("jax", "double"):
         for max_rank in (None, 2):
-            rule = jax.jit(jax.vmap(lambda s, e, m=max_rank: compiled.device_kept_rank(s, e, m),
+            rule = jax.jit(jax.vmap(lambda s, e, m=max_rank: device_rank(s, e, m),
                                     in_axes=(0, None)))
             for epsrel in (1e-1, 1e-3, 1e-6, 1e-10):
                 expected = [truncation.kept_rank(s, epsrel, max_rank) for s in cases]
@@ -114,22 +132,23 @@ def test_device_kept_rank_equals_host_rule():
                     assert got == expected, (epsrel, max_rank, length)
 
 
-def test_device_kept_rank_multiplet_is_not_split():
+def test_device_rank_rule_does_not_split_a_multiplet():
     s = numpy.array([1.0, 0.2, 0.2, 0.2, 1e-9])
     with backends.use_backend("jax", "double"):
+        rule = jax.jit(device_rank, static_argnums=2)
         # epsrel between the pair's tails: the plain rule would keep 2 or 3 of the triplet
-        assert int(compiled.device_kept_rank(jax.device_put(s), 0.25)) == 4
-        assert int(compiled.device_kept_rank(jax.device_put(s), 0.25, 3)) == 3
+        assert int(rule(jax.device_put(s), 0.25, None)) == 4
+        assert int(rule(jax.device_put(s), 0.25, 3)) == 3
 
 
 def test_bond_buckets():
-    assert compiled.bond_bucket(1) == compiled.BOND_BUCKETS[0]
+    assert padding.bond_bucket(1) == padding.BOND_BUCKETS[0]
     for rank in (3, 9, 10, 33, 130, 1000):
-        size = compiled.bond_bucket(rank)
+        size = padding.bond_bucket(rank)
         assert size >= rank and size <= 1.25 * rank + 2
         if rank >= compiled.CHEAP_BOND:  # finer where a step costs more than a compilation
             assert size <= 1.125 * rank + 1
-    assert compiled.bond_bucket(10**5) >= 10**5
+    assert padding.bond_bucket(10**5) >= 10**5
 
 
 # --------------------------------------------------------------------------
@@ -140,22 +159,32 @@ def test_padding_and_chunks_do_not_change_the_result():
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
     # bucket 4 with chunks of 3 steps: the window outgrows its bucket and chunks are redone
-    small, tempo_small = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3)
-    large, tempo_large = run_tempo(model, parameters, 1.2, initial_bond=40, chunk=16)
-    assert tempo_small._engine.bond > 4  # it did grow
-    assert tempo_large._engine.bond == 40
+    small, tempo_small = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3,
+                                   host_start=False)
+    large, tempo_large = run_tempo(model, parameters, 1.2, initial_bond=40, chunk=16,
+                                   host_start=False)
+    assert tempo_small.engine.compiled.bond > 4  # it did grow
+    assert tempo_small.engine.compiled.redos > 0
+    assert tempo_large.engine.compiled.bond == 40
     assert tempo_small.max_bond_dimension == tempo_large.max_bond_dimension > 4
     numpy.testing.assert_allclose(small, large, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("dkmax", [1, 2, None])
-def test_compiled_agrees_with_numpy(dkmax):
-    """Memory cut at 1 and 2 points (trace into the front) and full memory (growing capacity)."""
+@pytest.mark.parametrize("dkmax, host_start", [(1, False), (1, True), (2, False), (2, True),
+                                               (None, True)])
+def test_compiled_agrees_with_numpy(dkmax, host_start):
+    """Memory cut at 1 and 2 points (trace into the front) and full memory (growing
+    capacity); from the first step on the device, or after the host start."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
-    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=4)
+    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=4,
+                              host_start=host_start)
     on_numpy, reference = run_tempo(model, parameters, 1.4, backend="numpy")
-    assert tempo._compiled and not reference._compiled
+    assert isinstance(tempo.engine, jax_engine.JaxWindowEngine)
+    assert isinstance(reference.engine, HostWindowEngine)
+    assert tempo.engine.compiled.chunks > 0
+    expected_host_steps = scheduling.DETERMINISTIC_HOST_STEPS if host_start and dkmax else 0
+    assert tempo.engine.host_steps == expected_host_steps
     assert tempo.max_bond_dimension == reference.max_bond_dimension
     numpy.testing.assert_allclose(on_jax, on_numpy, rtol=0, atol=1e-10)
 
@@ -177,7 +206,7 @@ def test_padded_qr_is_exact_and_leaves_padding_columns_zero():
     """Q R = X for tall matrices with zero (padding) columns, trailing or not."""
     rng = numpy.random.default_rng(3)
     with backends.use_backend("jax", "double"):
-        qr = jax.jit(compiled._padded_qr)
+        qr = jax.jit(padding._padded_qr)
         for zero_columns in ([6, 7, 8, 9], [1, 4, 9], []):
             x = rng.normal(size=(40, 10)) + 1j * rng.normal(size=(40, 10))
             x[:, zero_columns] = 0.0
@@ -194,12 +223,13 @@ def test_padding_of_the_window_is_exactly_zero():
 
     Rounding noise left there would be multiplied through the chain into
     subnormal numbers (slow LAPACK calls); every bond must have the same rank
-    seen from both of its sites.
+    seen from both of its sites. (The window came from the host start: its
+    padding is exact from the hand-over on.)
     """
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=8)
     padded, tempo = run_tempo(model, parameters, 1.5, initial_bond=24)
-    engine = tempo._engine
+    engine = tempo.engine.compiled
     assert engine.bond == 24 and tempo.max_bond_dimension < 24
     front = numpy.asarray(engine._front)
     sites = numpy.asarray(engine._sites)[:engine._count]
@@ -220,11 +250,12 @@ def test_first_growth_takes_the_smallest_bucket_that_fits():
     """A bucket above the bonds costs every step (~D^3); one more compilation costs once."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
-    small, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3)
-    engine = tempo._engine
+    small, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3,
+                             host_start=False)
+    engine = tempo.engine.compiled
     engine._grown = False
     assert engine.grown_bond(11) == 12  # first growth: no headroom
-    assert engine.grown_bond(11) == compiled.bond_bucket(
+    assert engine.grown_bond(11) == padding.bond_bucket(
         math.ceil(compiled.GROWTH_HEADROOM * 11)) == 14  # the bond is still rising
     # the run itself grew from 4 through the policy and kept the NumPy result
     reference, numpy_tempo = run_tempo(model, parameters, 1.2, backend="numpy")
@@ -238,8 +269,11 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise(monkeypatch)
     which may stop anywhere); the bucket of the growth after that is compiled ahead."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
-    _, tempo = run_tempo(model, parameters, 0.3, initial_bond=40, chunk=8)
-    engine = tempo._engine
+    # whole steps at every bucket
+    _, tempo = run_tempo(model, parameters, 0.3, initial_bond=40, chunk=8, host_start=False,
+                         sitewise="off")
+    engine = tempo.engine.compiled
+    assert engine.schedule.deterministic
     ahead = []
 
     def compile_step_ahead(self, bond):
@@ -247,7 +281,6 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise(monkeypatch)
         return Future()
 
     monkeypatch.setattr(compiled.CompiledWindow, "compile_step_ahead", compile_step_ahead)
-    monkeypatch.setattr(config, "JAX_SITEWISE", "off")  # whole steps at every bucket
     engine.max_rank_seen, engine._stride, engine._growth, engine._grown = 30, 8, 0, False
     engine._plan_next_chunk(30, 8)  # the largest rank held: longer chunks, up to 8
     assert engine._stride == 8 and engine.bond == 40
@@ -263,17 +296,18 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise(monkeypatch)
     assert engine.bond == 40 and ahead == [48]  # 48 is on its way
     engine._plan_next_chunk(40, 1)  # steady: 40 + 1 would not fit: grow now
     assert engine.max_rank_seen == 40
-    assert engine.bond == compiled.bond_bucket(40 + 1) == 48  # first growth: no headroom
-    assert ahead == [48, compiled.bond_bucket(math.ceil(compiled.GROWTH_HEADROOM * 42))]
+    assert engine.bond == padding.bond_bucket(40 + 1) == 48  # first growth: no headroom
+    assert ahead == [48, padding.bond_bucket(math.ceil(compiled.GROWTH_HEADROOM * 42))]
     engine._plan_next_chunk(47, 1)  # +7 <= 25 % of 40: steady; 47 + 7 > 48
     headroom = math.ceil(compiled.GROWTH_HEADROOM * 54)  # a cheap bucket grown before
-    assert engine.bond == compiled.bond_bucket(headroom) == 72
+    assert engine.bond == padding.bond_bucket(headroom) == 72
     assert ahead[-1] == 80  # for 47 + 2 * 7 = 61 with headroom
     engine._stride, engine._growth = 4, 0
     engine._plan_next_chunk(70, 1)  # a jump after a pause is not steady: no growth
     assert engine.bond == 72 and engine._stride == 1 and len(ahead) == 3
-    monkeypatch.setattr(config, "JAX_SITEWISE", "on")
-    engine._compile_growth_ahead(96)  # a bucket that will run site by site: no kernel
+    # a bucket that will run site by site: no whole-step kernel ahead
+    monkeypatch.setattr(engine, "_options", engine._options.replace(sitewise="on"))
+    engine._compile_growth_ahead(96)
     assert len(ahead) == 3
 
 
@@ -292,9 +326,9 @@ def test_a_step_waits_for_its_kernel_compiled_ahead_or_drops_a_job_not_started()
 
 def test_a_bucket_left_above_the_ranks_shrinks_with_the_same_result(monkeypatch):
     """Headroom taken while the bond rose is given back once the ranks hold (here
-    whatever the time saved: SHRINK_SECONDS 0; kernels without site levels, which
-    would work on the largest sites at a size that holds them)."""
-    monkeypatch.setattr(compiled, "SHRINK_SECONDS", 0.0)
+    whatever the steps saved: DETERMINISTIC_SHRINK_STEPS 0; kernels without site
+    levels, which would work on the largest sites at a size that holds them)."""
+    monkeypatch.setattr(scheduling, "DETERMINISTIC_SHRINK_STEPS", 0.0)
     force_site_levels(monkeypatch, ())
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
@@ -306,125 +340,79 @@ def test_a_bucket_left_above_the_ranks_shrinks_with_the_same_result(monkeypatch)
         resize(engine, bond, capacity)
 
     monkeypatch.setattr(compiled.CompiledWindow, "_resize", recorded)
-    states, tempo = run_tempo(model, parameters, 3.0, initial_bond=4, chunk=4)
-    engine = tempo._engine
+    states, tempo = run_tempo(model, parameters, 3.0, initial_bond=4, chunk=4,
+                              host_start=False)
+    engine = tempo.engine.compiled
     assert engine.shrinks >= 1 and engine._grown
     assert engine.bond < max(buckets)  # came down from a bucket grown with headroom
-    assert engine.bond == compiled.bond_bucket(engine._held_largest)
+    assert engine.bond == padding.bond_bucket(engine._held_largest)
     reference, _ = run_tempo(model, parameters, 3.0, backend="numpy")
     numpy.testing.assert_allclose(states, reference, rtol=0, atol=1e-10)
 
 
+def test_schedule_rules_deterministic_and_measured():
+    """The choices of :class:`Schedule`: fixed rules in deterministic mode, else from the
+    measured seconds per step (set here, not measured)."""
+    fixed = scheduling.Schedule(deterministic=True)
+    fixed.chunk_dispatched()
+    fixed.chunk_done(4)
+    assert fixed.step_seconds == 0.0  # nothing measured
+    assert fixed.cap_chunk(16) == 16
+    needed = scheduling.DETERMINISTIC_SHRINK_STEPS
+    assert fixed.shrink_pays(math.ceil(needed / 0.5), 0.5)
+    assert not fixed.shrink_pays(math.ceil(needed / 0.5) - 1, 0.5)
+    measured = scheduling.Schedule(deterministic=False)
+    assert measured.cap_chunk(16) == 16  # nothing measured yet
+    measured.step_seconds = scheduling.REDO_SECONDS / 4
+    assert measured.cap_chunk(16) == 4 and measured.cap_chunk(3) == 3
+    measured.step_seconds = 10 * scheduling.REDO_SECONDS
+    assert measured.cap_chunk(16) == 1  # at least one step
+    measured.step_seconds = 0.01
+    steps = scheduling.SHRINK_SECONDS / (0.01 * 0.5)  # steps to save a compilation at work 0.5
+    assert measured.shrink_pays(math.ceil(steps) + 1, 0.5)
+    assert not measured.shrink_pays(math.floor(steps) - 1, 0.5)
+    measured.chunk_dispatched()
+    measured.chunk_done(2)
+    assert measured.step_seconds > 0.0  # measured now
+
+
 def test_chunks_hold_at_most_the_redo_seconds_of_steps(monkeypatch):
-    """A redo repeats a whole chunk: with long steps (measured) the chunks stay short."""
-    monkeypatch.setattr(compiled, "REDO_SECONDS", 1e-9)
+    """A redo repeats a whole chunk: with long steps (measured, deterministic off) the
+    chunks stay short."""
+    monkeypatch.setattr(scheduling, "REDO_SECONDS", 1e-9)
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=4)
-    states, tempo = run_tempo(model, parameters, 2.0, chunk=8)
-    engine = tempo._engine
-    assert engine.chunks == 19 and engine._step_seconds > 0.0  # steps 2..20, one per chunk
+    states, tempo = run_tempo(model, parameters, 2.0, chunk=8, host_start=False,
+                              deterministic=False)
+    engine = tempo.engine.compiled
+    assert not engine.schedule.deterministic
+    assert engine.chunks == 19 and engine.schedule.step_seconds > 0.0  # steps 2..20
     reference, _ = run_tempo(model, parameters, 2.0, backend="numpy")
     numpy.testing.assert_allclose(states, reference, rtol=0, atol=1e-10)
+    # deterministic: the chunks double up to ``chunk`` whatever the steps cost
+    _, tempo = run_tempo(model, parameters, 2.0, chunk=8, host_start=False)
+    assert tempo.engine.compiled.chunks < 19
 
 
-def test_svd_algorithm_is_a_choice_that_does_not_change_the_result(monkeypatch):
-    """NONMARKOV_JAX_SVD picks JAX's SVD algorithm; QR-based and default agree."""
-    assert compiled._svd_algorithm("default", "cpu") is None
-    assert compiled._svd_algorithm("eigh", "gpu") == "eigh"
-    with pytest.raises(ValueError, match="for GPUs/TPUs"):
-        compiled._svd_algorithm("eigh", "cpu")
-    with pytest.raises(ValueError, match="for GPUs/TPUs, not the CPU"):
-        compiled._svd_algorithm("polar", "cpu")
+def test_svd_algorithm_is_a_choice_that_does_not_change_the_result():
+    """The ``svd`` option picks JAX's SVD algorithm; QR-based, divide and conquer and
+    default agree; removed or unknown names are refused."""
+    from jax import lax
+
+    assert padding._svd_algorithm("default", "cpu") is None
+    assert padding._svd_algorithm("qr", "cpu") == lax.linalg.SvdAlgorithm.QR
+    assert padding._svd_algorithm("divide_and_conquer", "gpu") == \
+        lax.linalg.SvdAlgorithm.DIVIDE_AND_CONQUER
+    for removed in ("eigh", "jacobi", "polar", "fast"):
+        with pytest.raises(ValueError, match="svd option"):
+            nm.options.EngineOptions(svd=removed)
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=5)
     default, _ = run_tempo(model, parameters, 1.0)
-    monkeypatch.setattr(nm.config, "JAX_SVD", "qr")
-    qr_based, _ = run_tempo(model, parameters, 1.0)
-    numpy.testing.assert_allclose(qr_based, default, rtol=0, atol=1e-12)
-
-
-def graded_matrix(rng, rows, cols, rank, padding):
-    """(rows, cols) complex matrix of the given rank, singular values from 1 down to
-    1e-14, its last ``padding`` rows and columns exactly zero (as in a padded bucket)."""
-    def orthonormal(size):
-        gaussian = rng.standard_normal((size, rank)) + 1j * rng.standard_normal((size, rank))
-        return numpy.linalg.qr(gaussian)[0]
-
-    matrix = (orthonormal(rows) * numpy.logspace(0, -14, rank)) @ orthonormal(cols).conj().T
-    matrix[rows - padding:] = 0.0
-    matrix[:, cols - padding:] = 0.0
-    return matrix
-
-
-@pytest.mark.parametrize("rows, cols, rank, padding",
-                         [(30, 40, 30, 0), (48, 64, 20, 6), (60, 40, 25, 7), (96, 128, 96, 0)])
-def test_eigh_svd_factorises_exactly_and_cuts_like_the_svd(rows, cols, rank, padding):
-    """NONMARKOV_JAX_SVD=eigh: QR and Hermitian eigensolvers instead of an SVD.
-
-    The factorisation is exact, vh has orthonormal rows, the padding stays exactly
-    zero, the singular values are the SVD's to ~1e-12 s_0 (spectra falling far below
-    sqrt(eps) s_0, where one Gram matrix alone would be off by ~1e-8 s_0), and a cut
-    by the rank rule keeps the SVD's rank and the same truncated matrix."""
-    matrix = graded_matrix(numpy.random.default_rng(rows + padding), rows, cols, rank, padding)
-    with backends.use_backend("jax", "double"):
-        factor = jax.jit(lambda a: compiled._svd(a, "eigh"))
-        weighted, values, vh = (numpy.asarray(part) for part in factor(matrix))
-    u, reference, v = numpy.linalg.svd(matrix, full_matrices=False)
-    size = min(rows, cols)
-    assert weighted.shape == (rows, size) and values.shape == (size,) and vh.shape == (size, cols)
-    numpy.testing.assert_allclose(weighted @ vh, matrix, rtol=0, atol=1e-14)
-    numpy.testing.assert_allclose(vh @ vh.conj().T, numpy.eye(size), rtol=0, atol=1e-13)
-    assert numpy.all(numpy.diff(values) <= 5e-12)  # descending up to rounding (~eps^(3/4))
-    numpy.testing.assert_allclose(values, numpy.linalg.norm(weighted, axis=0), rtol=1e-14)
-    numpy.testing.assert_allclose(values, reference, rtol=0, atol=1e-11)
-    assert not numpy.any(weighted[rows - padding:])
-    for epsrel in (1e-4, 1e-7, 1e-10):
-        kept = int(compiled.device_kept_rank(values, epsrel))
-        assert kept == truncation.kept_rank(reference, epsrel)
-        numpy.testing.assert_allclose(weighted[:, :kept] @ vh[:kept],
-                                      (u[:, :kept] * reference[:kept]) @ v[:kept],
-                                      rtol=0, atol=1e-12)
-
-
-def use_eigh_svd(monkeypatch):
-    """The eigh factorisation in the compiled steps, also on a CPU (where the
-    environment variable refuses it); no site levels, as on the GPUs it is for."""
-    monkeypatch.setattr(config, "JAX_SVD", "eigh")
-    monkeypatch.setattr(compiled, "_svd_algorithm", lambda name, platform: "eigh")
-    force_site_levels(monkeypatch, ())
-
-
-@pytest.mark.parametrize("on_sites", [False, True])
-def test_eigh_svd_runs_agree_with_numpy(on_sites, monkeypatch):
-    """TEMPO and PT-TEMPO with the eigh factorisation (whole-step kernel and site by
-    site) give NumPy's results, at an epsrel that cuts below sqrt(eps)."""
-    monkeypatch.setattr(config, "JAX_SITEWISE", "on" if on_sites else "off")
-    monkeypatch.setattr(sitewise, "SITEWISE_BOND", 4)
-    use_eigh_svd(monkeypatch)
-    model = spin_boson()
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
-    states, tempo = run_tempo(model, parameters, 1.5, initial_bond=4, chunk=4)
-    expected, reference = run_tempo(model, parameters, 1.5, backend="numpy")
-    assert tempo._engine.sitewise == on_sites
-    assert tempo.max_bond_dimension == reference.max_bond_dimension
-    numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
-    on_jax, _ = run_pt_tempo(model[1], parameters, 1.2, initial_bond=4, chunk=3)
-    on_numpy, _ = run_pt_tempo(model[1], parameters, 1.2, backend="numpy")
-    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
-                                     on_numpy.get_bond_dimensions())
-    numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0,
-                                  atol=1e-10)
-
-
-def test_eigh_svd_in_single_precision_stays_as_close_to_double(monkeypatch):
-    model = spin_boson()
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-5, dkmax=8)
-    double, _ = run_tempo(model, parameters, 1.5)
-    use_eigh_svd(monkeypatch)
-    single, tempo = run_tempo(model, parameters, 1.5, precision="single")
-    assert tempo._engine._sites.dtype == numpy.complex64
-    # the bound of the single-precision test with the default SVD
-    numpy.testing.assert_allclose(single, double, rtol=0, atol=1e-4)
+    for algorithm in ("qr", "divide_and_conquer"):
+        other, tempo = run_tempo(model, parameters, 1.0, svd=algorithm)
+        assert tempo.engine.compiled.chunks > 0
+        numpy.testing.assert_allclose(other, default, rtol=0, atol=1e-12)
 
 
 # --------------------------------------------------------------------------
@@ -438,25 +426,21 @@ def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(levels, monke
         force_site_levels(monkeypatch, levels)
     system, bath, rho0 = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
-    saved = compiled.DEFAULT_CHUNK
-    compiled.DEFAULT_CHUNK = 4
-    try:
-        with backends.use_backend("jax", "double"):
-            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
-            tempo.compute(0.5, progress_type="silent")  # compiles; bond settles
-            engine = tempo._engine
-            bond, fetches, chunks, redos = engine.bond, engine.fetches, engine.chunks, \
-                engine.redos
-            with jax.transfer_guard("disallow"):
-                # the guard is active: an implicit device-to-host copy fails
-                with pytest.raises(Exception, match="[Dd]isallowed"):
-                    float(jax.numpy.ones(()) + 1.0)
-                tempo.compute(1.7, progress_type="silent")  # 12 more steps, 3 chunks
-    finally:
-        compiled.DEFAULT_CHUNK = saved
+    with backends.use_backend("jax", "double"):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, options=engine_options(chunk=4))
+        tempo.compute(0.5, progress_type="silent")  # host start, compiles; bond settles
+        engine = tempo.engine.compiled
+        bond, fetches, chunks, redos = engine.bond, engine.fetches, engine.chunks, \
+            engine.redos
+        with jax.transfer_guard("disallow"):
+            # the guard is active: an implicit device-to-host copy fails
+            with pytest.raises(Exception, match="[Dd]isallowed"):
+                float(jax.numpy.ones(()) + 1.0)
+            tempo.compute(1.7, progress_type="silent")  # 12 more steps, 3 chunks
+    assert tempo.engine.host_steps == scheduling.DETERMINISTIC_HOST_STEPS
     assert engine.bond == bond and engine.redos == redos  # so one fetch per chunk
     assert engine.fetches - fetches == engine.chunks - chunks
-    # the bond holds: chunks double up to DEFAULT_CHUNK (at worst 1 + 2 + 4 + 4 + 1 steps)
+    # the bond holds: chunks double up to the chunk option (at worst 1 + 2 + 4 + 4 + 1 steps)
     assert 3 <= engine.fetches - fetches <= 5
     assert len(tempo.get_dynamics()) == 18
 
@@ -473,7 +457,8 @@ def test_single_precision_is_complex64_end_to_end_and_close_to_double(levels, mo
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-5, dkmax=8)
     double, _ = run_tempo(model, parameters, 1.5)
     single, tempo = run_tempo(model, parameters, 1.5, precision="single")
-    engine = tempo._engine
+    engine = tempo.engine.compiled
+    assert engine.chunks > 0
     assert engine._front.dtype == numpy.complex64
     assert engine._sites.dtype == numpy.complex64
     assert engine._constants["lags"].dtype == numpy.complex64
@@ -521,11 +506,12 @@ def test_cache_environment_variable_fills_the_cache(tmp_path):
             "s = nm.System(np.diag([0.3, -0.3]).astype(complex))\n"
             "b = nm.Bath(np.diag([0.5, -0.5]).astype(complex), nm.PowerLawSD(0.1, 1.0, 4.0))\n"
             "p = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)\n"
-            "nm.Tempo(s, b, p, np.diag([1.0, 0.0]), 0.0).compute(0.6, progress_type='silent')\n"
+            "o = nm.options.EngineOptions(host_start=False)\n"
+            "nm.Tempo(s, b, p, np.diag([1.0, 0.0]), 0.0, options=o).compute(\n"
+            "    0.6, progress_type='silent')\n"
             "print(nm.backends.compilation_cache_dir())\n")
     # host start off: this short run would end on the host before its kernel compiled
-    env = {**os.environ, "NONMARKOV_BACKEND": "jax", "NONMARKOV_JAX_CACHE_DIR": str(cache),
-           "NONMARKOV_JAX_HOST_START": "off"}
+    env = {**os.environ, "NONMARKOV_BACKEND": "jax", "NONMARKOV_JAX_CACHE_DIR": str(cache)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -551,10 +537,9 @@ def test_info_names_the_device():
 # sites worked on at smaller sizes than the bucket (site levels)
 # --------------------------------------------------------------------------
 
-def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu(monkeypatch):
-    monkeypatch.setattr(config, "JAX_SITE_LEVELS", "auto")
-    assert compiled.site_levels(20, 5, 9, "cpu") == (14, 15, 16, 18)
-    assert compiled.site_levels(64, 5, 9, "cpu") == (48, 52, 56, 60)
+def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu():
+    assert compiled.site_levels(20, 5, 9, "cpu") == (14, 15, 16, 18)  # choice 'auto'
+    assert compiled.site_levels(64, 5, 9, "cpu", "auto") == (48, 52, 56, 60)
     for bond in (12, 24, 40, 100, 512):
         levels = compiled.site_levels(bond, 5, 9, "cpu")
         assert 0 < len(levels) <= compiled.SITE_LEVELS
@@ -563,28 +548,34 @@ def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu(mon
     assert compiled.site_levels(20, 5, 9, "gpu") == ()
     assert compiled.site_levels(12, 3, 4, "cpu") == ()  # B1-size work: one size
     assert compiled.kernel_sizes(8, ()) == (8,)
-    monkeypatch.setattr(config, "JAX_SITE_LEVELS", "on")
-    assert compiled.site_levels(20, 5, 9, "gpu") == (14, 15, 16, 18)
-    assert compiled.site_levels(12, 3, 4, "gpu") == ()
-    monkeypatch.setattr(config, "JAX_SITE_LEVELS", "off")
-    assert compiled.site_levels(20, 5, 9, "cpu") == ()
-    code = "import nonmarkov.config as c; print(c.JAX_SITE_LEVELS)"
-    for value, valid in [("ON", True), ("", True), ("always", False)]:
-        environment = dict(os.environ, NONMARKOV_JAX_SITE_LEVELS=value)
-        result = subprocess.run([sys.executable, "-c", code], env=environment,
-                                capture_output=True, text=True)
-        assert (result.returncode == 0) == valid
-        if valid:
-            assert result.stdout.strip() == ("on" if value else "auto")
-        else:
-            assert "NONMARKOV_JAX_SITE_LEVELS" in result.stderr
-            assert "'auto', 'on', 'off'" in result.stderr
+    assert compiled.site_levels(20, 5, 9, "gpu", "on") == (14, 15, 16, 18)
+    assert compiled.site_levels(12, 3, 4, "gpu", "on") == ()
+    assert compiled.site_levels(20, 5, 9, "cpu", "off") == ()
+    with pytest.raises(ValueError, match="site_levels option"):
+        nm.options.EngineOptions(site_levels="always")
+
+
+def test_the_site_levels_option_reaches_the_window():
+    """``site_levels='off'`` gives a window's kernels no levels where 'auto' gives some."""
+    system, bath, rho0 = spin_boson()
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=4)
+    levels = {}
+    with backends.use_backend("jax", "double"):
+        for choice in ("auto", "on", "off"):
+            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0,
+                             options=engine_options(site_levels=choice, initial_bond=24))
+            levels[choice] = tempo.engine.compiled._levels(24)
+    # spin boson: m = 4, r = 3, m (24 r)^3 >= SITE_LEVEL_WORK
+    expected = compiled.site_levels(24, 3, 4, jax.default_backend())
+    assert levels["auto"] == expected
+    assert levels["on"] == compiled.site_levels(24, 3, 4, "cpu") != ()
+    assert levels["off"] == ()
 
 
 def force_site_levels(monkeypatch, levels):
     """Kernels of any bucket D get the ``levels`` below D (and none above it)."""
     monkeypatch.setattr(compiled, "site_levels",
-                        lambda bond, num_rows, dim_m, platform:
+                        lambda bond, num_rows, dim_m, platform, choice="auto":
                         tuple(size for size in levels if size < bond))
 
 
@@ -594,7 +585,7 @@ def test_a_step_with_site_levels_equals_the_step_at_the_full_bucket():
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=8)
     _, tempo = run_tempo(model, parameters, 1.0, initial_bond=24, unique=True)
-    engine = tempo._engine
+    engine = tempo.engine.compiled
     assert engine.bond == 24 and engine._count == 7
     with backends.use_backend("jax", "double"):
         between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
@@ -632,9 +623,10 @@ def test_tempo_with_site_levels_agrees_with_numpy(dkmax, monkeypatch):
     force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
     model = independent_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
-    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=3, unique=True)
+    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=3, unique=True,
+                              host_start=False)
     on_numpy, reference = run_tempo(model, parameters, 1.4, backend="numpy", unique=True)
-    assert tempo._engine.bond > 4
+    assert tempo.engine.compiled.bond > 4
     assert tempo.max_bond_dimension == reference.max_bond_dimension
     numpy.testing.assert_allclose(on_jax, on_numpy, rtol=0, atol=1e-10)
 
@@ -643,9 +635,10 @@ def test_pt_tempo_with_site_levels_agrees_with_numpy(monkeypatch):
     force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.0, initial_bond=4, chunk=3)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.0, initial_bond=4, chunk=3,
+                                    host_start=False)
     on_numpy, _ = run_pt_tempo(bath, parameters, 1.0, backend="numpy")
-    assert pt_tempo._engine.bond > 4
+    assert pt_tempo.engine.compiled.bond > 4
     numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
                                      on_numpy.get_bond_dimensions())
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
@@ -656,6 +649,7 @@ def test_a_shrink_counts_the_size_the_largest_sites_already_work_at(monkeypatch)
     work at a level that holds them, so a shrink saves only the difference to that."""
     engine = compiled.CompiledWindow.__new__(compiled.CompiledWindow)
     engine._jax, engine._num_rows, engine._dim_m = jax, 5, 9
+    engine._options = nm.options.EngineOptions()
     engine._held_largest = 19
     force_site_levels(monkeypatch, (14, 15, 16, 18, 20, 22))
     assert engine._site_size(24) == 20 and engine._site_size(20) == 20
@@ -669,18 +663,12 @@ def test_a_shrink_counts_the_size_the_largest_sites_already_work_at(monkeypatch)
 # PT-TEMPO with the compiled window (oldest='finalize')
 # --------------------------------------------------------------------------
 
-def run_pt_tempo(bath, parameters, end_time, backend="jax", filename=None, **engine):
-    """A PT-TEMPO run; ``engine`` sets the compiled window's bucket/chunk."""
-    saved = (compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK)
-    compiled.DEFAULT_INITIAL_BOND = engine.get("initial_bond", saved[0])
-    compiled.DEFAULT_CHUNK = engine.get("chunk", saved[1])
-    try:
-        with backends.use_backend(backend, "double"):
-            pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters,
-                                  process_tensor_file=filename)
-            process_tensor = pt_tempo.get_process_tensor(progress_type="silent")
-    finally:
-        compiled.DEFAULT_INITIAL_BOND, compiled.DEFAULT_CHUNK = saved
+def run_pt_tempo(bath, parameters, end_time, backend="jax", filename=None, **options):
+    """A PT-TEMPO run; ``options`` change the engine options (bucket, chunk...)."""
+    with backends.use_backend(backend, "double"):
+        pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters, process_tensor_file=filename,
+                              options=engine_options(**options))
+        process_tensor = pt_tempo.get_process_tensor(progress_type="silent")
     return process_tensor, pt_tempo
 
 
@@ -697,10 +685,14 @@ def test_compiled_pt_tempo_agrees_with_numpy(dkmax):
     """Same process tensor (bonds, norms, dynamics) as NumPy; the bond bucket grows."""
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3,
+                                    host_start=False)
     on_numpy, reference = run_pt_tempo(bath, parameters, 1.4, backend="numpy")
-    assert pt_tempo._engine is not None and reference._engine is None
-    assert pt_tempo._engine.bond > 4  # outgrew the first bucket: chunks were redone
+    assert isinstance(pt_tempo.engine, jax_engine.JaxWindowEngine)
+    assert isinstance(reference.engine, HostWindowEngine)
+    assert pt_tempo.engine.host_steps == 0
+    assert pt_tempo.engine.compiled.bond > 4  # outgrew the first bucket: chunks were redone
+    assert pt_tempo.engine.compiled.redos > 0
     assert pt_tempo.max_bond_dimension == reference.max_bond_dimension
     assert len(on_jax) == len(on_numpy) == 14
     numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
@@ -719,7 +711,8 @@ def test_compiled_pt_tempo_streams_to_a_file(tmp_path):
     in_memory, _ = run_pt_tempo(bath, parameters, 1.0)
     filename = tmp_path / "pt.hdf5"
     on_file, pt_tempo = run_pt_tempo(bath, parameters, 1.0, filename=filename)
-    assert pt_tempo._engine is not None
+    assert isinstance(pt_tempo.engine, jax_engine.JaxWindowEngine)
+    assert pt_tempo.engine.compiled.chunks > 0
     assert isinstance(on_file, nm.FileProcessTensor) and filename.is_file()
     assert len(on_file) == len(in_memory) == 10
     numpy.testing.assert_array_equal(on_file.get_bond_dimensions(),
@@ -746,11 +739,9 @@ def two_process_tensors():
 @pytest.mark.parametrize("num_baths", [1, 2])
 def test_scanned_dynamics_agrees_with_the_step_loop(two_process_tensors, monkeypatch,
                                                     num_baths, record_all):
-    from nonmarkov.engines.jax import chain as compiled_chain
-
     calls = []
-    original = compiled_chain.run_chain
-    monkeypatch.setattr(compiled_chain, "run_chain",
+    original = jax_engine.run_chain
+    monkeypatch.setattr(jax_engine, "run_chain",
                         lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
     process_tensor = two_process_tensors[0] if num_baths == 1 else two_process_tensors
     system = nm.System(0.5 * SX + 0.2 * SZ)
@@ -768,9 +759,7 @@ def test_scanned_dynamics_agrees_with_the_step_loop(two_process_tensors, monkeyp
 
 
 def test_dynamics_with_control_keeps_the_step_loop(two_process_tensors, monkeypatch):
-    from nonmarkov.engines.jax import chain as compiled_chain
-
-    monkeypatch.setattr(compiled_chain, "run_chain", None)  # any use would fail
+    monkeypatch.setattr(jax_engine, "run_chain", None)  # any use would fail
     system = nm.System(0.5 * SX)
     control = nm.Control(2)
     control.add_single(3, nm.operators.left_super(SX) @ nm.operators.right_super(SX))
@@ -810,7 +799,7 @@ def test_plan_covers_the_neighbouring_ranks_in_few_rising_stretches():
     assert len(plan) == len(profile) + 1
     for k, bucket in enumerate(plan):
         neighbours = [profile[min(max(i, 0), len(profile) - 1)] for i in (k - 1, k, k + 1)]
-        assert bucket >= max(neighbours) + 5 and bucket in compiled.BOND_BUCKETS
+        assert bucket >= max(neighbours) + 5 and bucket in padding.BOND_BUCKETS
     assert 1 + sum(a != b for a, b in zip(plan, plan[1:])) <= sitewise.SEGMENTS
     assert plan == sorted(plan)
     # far cheaper than one bucket for the whole window, and no dearer than two stretches
@@ -823,7 +812,7 @@ def test_a_previous_plan_keeps_its_stretches_until_it_costs_too_much():
     assert first[0] < first[-1]
     # the tail rises a little: only its stretch grows (the head keeps its kernels)
     risen = sitewise.plan_buckets([10] * 4 + [66] * 6, 11, previous=first)
-    assert risen[:3] == first[:3] and risen[-1] == compiled.bond_bucket(66) > first[-1]
+    assert risen[:3] == first[:3] and risen[-1] == padding.bond_bucket(66) > first[-1]
     # the bonds fall far below the plan: a fresh, cheaper plan replaces it
     fresh = sitewise.plan_buckets([5] * 11, 11)
     assert sitewise.plan_buckets([5] * 11, 11, previous=risen) == fresh
@@ -832,39 +821,48 @@ def test_a_previous_plan_keeps_its_stretches_until_it_costs_too_much():
 
 @pytest.fixture
 def sitewise_from_the_start(monkeypatch):
-    """Site-by-site steps as soon as the window holds two sites, on any device."""
+    """Site-by-site steps as soon as the window holds two sites, on any device (the
+    library default of the ``sitewise`` option 'on' for the test)."""
     monkeypatch.setattr(sitewise, "SITEWISE_BOND", 4)
-    monkeypatch.setattr(config, "JAX_SITEWISE", "on")
+    with nm.options.use_options(sitewise="on"):
+        yield
 
 
-def test_sitewise_choice_follows_the_environment_variable(monkeypatch):
+def test_sitewise_choice_follows_the_option_and_the_environment_variable(monkeypatch):
     system, bath, rho0 = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
     monkeypatch.setattr(sitewise, "SITEWISE_BOND", 4)
     engines = {}
     for choice in ("on", "off", "auto"):
-        monkeypatch.setattr(config, "JAX_SITEWISE", choice)
-        _, tempo = run_tempo((system, bath, rho0), parameters, 0.5)
-        engines[choice] = tempo._engine.sitewise
+        _, tempo = run_tempo((system, bath, rho0), parameters, 0.5, sitewise=choice)
+        engines[choice] = tempo.engine.compiled.sitewise
     assert engines["on"] and not engines["off"]
     assert engines["auto"] == (jax.default_backend() == "cpu")
-    code = ("import nonmarkov.config as c; print(c.JAX_SITEWISE)")
+    # the environment variable gives the library default of the option, read at import
+    code = "import nonmarkov.options as o; print(o.default_options().sitewise)"
+    environment = dict(os.environ, NONMARKOV_JAX_SITEWISE=" ON")
+    result = subprocess.run([sys.executable, "-c", code], env=environment,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "on"
     environment = dict(os.environ, NONMARKOV_JAX_SITEWISE="sometimes")
     result = subprocess.run([sys.executable, "-c", code], env=environment,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "NONMARKOV_JAX_SITEWISE" in result.stderr
     assert "'auto', 'on', 'off'" in result.stderr
 
 
-@pytest.mark.parametrize("dkmax", [3, 6, None])
-def test_sitewise_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
+@pytest.mark.parametrize("dkmax, host_start", [(3, True), (6, False), (None, True)])
+def test_sitewise_tempo_agrees_with_numpy(dkmax, host_start, sitewise_from_the_start):
     """Memory cut (trace into the site before) and full memory (growing window); the
-    window is handed over from the whole-step kernel after two sites."""
+    window is handed over from the whole-step kernel after two sites (or from the host
+    start, to the site-by-site steps at once)."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    states, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=4)
+    states, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=4,
+                              host_start=host_start)
     expected, reference = run_tempo(model, parameters, 1.2, backend="numpy")
-    assert tempo._engine.sitewise
+    assert tempo.engine.compiled.sitewise
     assert tempo.max_bond_dimension == reference.max_bond_dimension
     numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
 
@@ -875,9 +873,10 @@ def test_sitewise_pt_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
     outgrows its planned bucket."""
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3)
+    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3,
+                                    host_start=False)
     on_numpy, reference = run_pt_tempo(bath, parameters, 1.4, backend="numpy")
-    engine = pt_tempo._engine
+    engine = pt_tempo.engine.compiled
     assert engine.sitewise and engine.redos > 0
     numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
                                      on_numpy.get_bond_dimensions())
@@ -899,7 +898,7 @@ def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
         sitewise_from_the_start):
     with backends.use_backend("jax", "double"):
         tempo = started_tempo()
-        engine = tempo._engine
+        engine = tempo.engine.compiled
         fetches, chunks, redos = engine.fetches, engine.chunks, engine.redos
         with jax.transfer_guard("disallow"):
             tempo.compute(2.5, progress_type="silent")
@@ -916,14 +915,14 @@ def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start
     that the step then runs, so that none is compiled while the steps wait."""
     with backends.use_backend("jax", "double"):
         tempo = started_tempo()
-        engine = tempo._engine
+        engine = tempo.engine.compiled
         window = engine._sitewise
         assert window.ahead.result(timeout=300) is None  # the last chunk's job did not fail
         # a plan with larger buckets than any step used so far
         plan = sitewise.plan_buckets(window.profile, window.count + 2, margin=17)
         between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
         state = (window._front, window._sites, window._log_scale)
-        settings = (engine._memory, None, "trace", None)
+        settings = (engine.memory, None, "trace", None)
         arguments = (between, second, engine._constants, engine._site_lags)
         abstract_state, abstract_arguments = sitewise._abstract((state, arguments))
         before = set(sitewise._executables)
@@ -932,7 +931,7 @@ def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start
             sitewise.sitewise_step(*abstract_state, *abstract_arguments, plan, *settings,
                                    call=sitewise.prepare_kernel)
 
-        assert sitewise.compile_ahead(job).result(timeout=300) is None
+        assert compiler.compile_ahead(job).result(timeout=300) is None
         ready = set(sitewise._executables)
         used = []
 
@@ -957,13 +956,12 @@ def test_a_change_of_precision_first_stops_the_compilations_ahead():
             sitewise.prepare_kernel("keep", {"dim_m": 4, "num_rows": 3}, tensor)
 
     with backends.use_backend("jax", "double"):
-        running = sitewise.compile_ahead(many_kernels)
-        queued = sitewise.compile_ahead(many_kernels)
+        running = compiler.compile_ahead(many_kernels)
+        queued = compiler.compile_ahead(many_kernels)
         assert started.wait(timeout=60)
         with backends.use_backend("jax", "single"):
             assert running.done() and queued.done()
             with pytest.raises(RuntimeError, match="compilations ahead stopped"):
                 queued.result()
-            assert not sitewise._pausing.is_set()
-    assert sitewise.compile_ahead(lambda: None).result(timeout=60) is None
-
+            assert not compiler._pausing.is_set()
+    assert compiler.compile_ahead(lambda: None).result(timeout=60) is None
