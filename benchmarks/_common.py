@@ -22,24 +22,33 @@ def subprocess_json(command: list[str], env: dict) -> dict:
 OQUPY_PYTHON_HELP = "python of the OQuPy 0.5 venv (default: setup_oqupy_env.sh)"
 
 
-def add_comparison_arguments(parser, problems: list[str], default: list[str],
-                             reference_help: str) -> None:
+def add_comparison_arguments(
+    parser, problems: list[str], default: list[str], reference_help: str
+) -> None:
     """The options every side-by-side script shares (problems, JSON, OQuPy, threads)."""
     parser.add_argument("--problems", nargs="+", default=default, choices=problems)
     parser.add_argument("--json", default=None, help="write all records to this JSON file")
     parser.add_argument("--oqupy-python", default=None, help=OQUPY_PYTHON_HELP)
     parser.add_argument("--no-oqupy", action="store_true", help="run nonmarkov only")
     parser.add_argument("--reference", action="store_true", help=reference_help)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="limit BLAS threads of every run (sets OMP/OPENBLAS/MKL vars)",
+    )
 
 
 def oqupy_python(explicit: str | None) -> str:
     """The python of the OQuPy 0.5 venv: ``explicit``, or made by setup_oqupy_env.sh."""
     if explicit:
         return explicit
-    result = subprocess.run(["bash", os.path.join(HERE, "setup_oqupy_env.sh")], check=True,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["bash", os.path.join(HERE, "setup_oqupy_env.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return result.stdout.strip().splitlines()[-1]
 
 
@@ -52,8 +61,9 @@ def spin_boson_model():
     """
     import nonmarkov as nm
 
-    correlations = nm.PowerLawSD(alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential",
-                                 temperature=0.0)
+    correlations = nm.PowerLawSD(
+        alpha=0.3, zeta=1, cutoff=5.0, cutoff_type="exponential", temperature=0.0
+    )
     bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
     system = nm.System(0.5 * nm.operators.sigma("x"))
     return nm, system, bath, nm.operators.spin_dm("up")
@@ -61,12 +71,16 @@ def spin_boson_model():
 
 #: Settings of a JAX run ("svd=qr,sitewise=on"): key -> (field of
 #: ``nonmarkov.options.EngineOptions``, environment variable of its default).
-JAX_SETTINGS = {"svd": ("svd", "NONMARKOV_JAX_SVD"),
-                "sitewise": ("sitewise", "NONMARKOV_JAX_SITEWISE"),
-                "levels": ("site_levels", "NONMARKOV_JAX_SITE_LEVELS"),
-                "host_start": ("host_start", "NONMARKOV_JAX_HOST_START")}
-JAX_SETTINGS_HELP = ("'default' or KEY=VALUE,... with KEY one of svd, sitewise, levels "
-                     "(site_levels), host_start (on/off)")
+JAX_SETTINGS = {
+    "svd": ("svd", "NONMARKOV_JAX_SVD"),
+    "sitewise": ("sitewise", "NONMARKOV_JAX_SITEWISE"),
+    "levels": ("site_levels", "NONMARKOV_JAX_SITE_LEVELS"),
+    "host_start": ("host_start", "NONMARKOV_JAX_HOST_START"),
+}
+JAX_SETTINGS_HELP = (
+    "'default' or KEY=VALUE,... with KEY one of svd, sitewise, levels "
+    "(site_levels), host_start (on/off)"
+)
 
 
 def jax_settings(label: str) -> dict[str, str]:
@@ -74,8 +88,12 @@ def jax_settings(label: str) -> dict[str, str]:
     for "key=value,..." (keys of :data:`JAX_SETTINGS`). Raises ValueError."""
     from nonmarkov import config
 
-    valid = {"svd": config.VALID_JAX_SVD, "sitewise": config.VALID_JAX_SITEWISE,
-             "levels": config.VALID_JAX_SITE_LEVELS, "host_start": config.VALID_JAX_HOST_START}
+    valid = {
+        "svd": config.VALID_JAX_SVD,
+        "sitewise": config.VALID_JAX_SITEWISE,
+        "levels": config.VALID_JAX_SITE_LEVELS,
+        "host_start": config.VALID_JAX_HOST_START,
+    }
     if label == "default":
         return {}
     settings = {}
@@ -94,8 +112,10 @@ def jax_options(label: str, base=None):
     fields come from the NONMARKOV_JAX_* environment) with the settings of ``label``."""
     from nonmarkov.options import default_options
 
-    changes = {JAX_SETTINGS[key][0]: (value == "on" if key == "host_start" else value)
-               for key, value in jax_settings(label).items()}
+    changes = {
+        JAX_SETTINGS[key][0]: (value == "on" if key == "host_start" else value)
+        for key, value in jax_settings(label).items()
+    }
     return (default_options() if base is None else base).replace(**changes)
 
 
@@ -121,18 +141,29 @@ def thread_env(threads: int | None) -> dict:
     return env
 
 
-def comparison_cells(ours: dict, theirs: dict | None, reference: dict | None, seconds: float,
-                     other: float | None, deviation) -> str:
+def comparison_cells(
+    ours: dict,
+    theirs: dict | None,
+    reference: dict | None,
+    seconds: float,
+    other: float | None,
+    deviation,
+) -> str:
     """The table cells after a phase's time: OQuPy s, ratio, bonds, memory, deviations.
 
     ``deviation(a, b)`` is the problem's max difference of two records.
     """
     ratio = f"{other / seconds:7.1f}" if other else "      -"
-    bonds = f"{ours['max_bond_dimension']}/{theirs.get('max_bond_dimension')}" \
-        if theirs else f"{ours['max_bond_dimension']}"
-    memory = (f"{ours['maxrss_kib_after'] / 1024:.0f}/"
-              f"{theirs['maxrss_kib_after'] / 1024:.0f}") if theirs else \
-        f"{ours['maxrss_kib_after'] / 1024:.0f}"
+    bonds = (
+        f"{ours['max_bond_dimension']}/{theirs.get('max_bond_dimension')}"
+        if theirs
+        else f"{ours['max_bond_dimension']}"
+    )
+    memory = (
+        (f"{ours['maxrss_kib_after'] / 1024:.0f}/{theirs['maxrss_kib_after'] / 1024:.0f}")
+        if theirs
+        else f"{ours['maxrss_kib_after'] / 1024:.0f}"
+    )
     between = f"{deviation(ours, theirs):12.2e}" if theirs else "           -"
     err_nm = f"{deviation(ours, reference):9.2e}" if reference else "        -"
     err_oq = f"{deviation(theirs, reference):9.2e}" if (reference and theirs) else "        -"

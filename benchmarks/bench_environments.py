@@ -52,29 +52,59 @@ from _common import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBLEMS = {
-    "B4": {"alpha": 0.16, "cutoff": 1.0, "temperatures": (0.8, 1.6), "dt": 1.0 / 8.0,
-           "tcut": 4.0, "epsrel": 2.0**-15, "steps": 128, "field": 0.25,
-           "reference_epsrel": 2.0**-20},
-    "B5": {"alpha": 0.3, "cutoff": 5.0, "temperature": 0.0, "dt": 0.1, "tcut": 3.0,
-           "epsrel": 1e-4, "steps": 80, "grid": (0, 80, 2), "reference_epsrel": 1e-6},
+    "B4": {
+        "alpha": 0.16,
+        "cutoff": 1.0,
+        "temperatures": (0.8, 1.6),
+        "dt": 1.0 / 8.0,
+        "tcut": 4.0,
+        "epsrel": 2.0**-15,
+        "steps": 128,
+        "field": 0.25,
+        "reference_epsrel": 2.0**-20,
+    },
+    "B5": {
+        "alpha": 0.3,
+        "cutoff": 5.0,
+        "temperature": 0.0,
+        "dt": 0.1,
+        "tcut": 3.0,
+        "epsrel": 1e-4,
+        "steps": 80,
+        "grid": (0, 80, 2),
+        "reference_epsrel": 1e-6,
+    },
 }
-PHASE_NAMES = {"pt_z": "pt_z", "pt_x": "pt_x", "dynamics": "dynamics",
-               "pt_build": "pt_build", "correlations": "correlations"}
+PHASE_NAMES = {
+    "pt_z": "pt_z",
+    "pt_x": "pt_x",
+    "dynamics": "dynamics",
+    "pt_build": "pt_build",
+    "correlations": "correlations",
+}
 
 
 def _build_pt(nm, bath, end_time: float, parameters, method: str):
-    return nm.pt_tempo_compute(bath, 0.0, end_time, parameters, method=method,
-                               progress_type="silent")
+    return nm.pt_tempo_compute(
+        bath, 0.0, end_time, parameters, method=method, progress_type="silent"
+    )
 
 
 def _b4(nm, spec: dict, epsrel: float, record: dict, method: str) -> None:
     parameters = nm.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=epsrel)
     end_time = spec["steps"] * spec["dt"]
     pts = []
-    for name, axis, temperature in (("pt_z", "z", spec["temperatures"][0]),
-                                    ("pt_x", "x", spec["temperatures"][1])):
-        correlations = nm.PowerLawSD(alpha=spec["alpha"], zeta=1, cutoff=spec["cutoff"],
-                                     cutoff_type="exponential", temperature=temperature)
+    for name, axis, temperature in (
+        ("pt_z", "z", spec["temperatures"][0]),
+        ("pt_x", "x", spec["temperatures"][1]),
+    ):
+        correlations = nm.PowerLawSD(
+            alpha=spec["alpha"],
+            zeta=1,
+            cutoff=spec["cutoff"],
+            cutoff_type="exponential",
+            temperature=temperature,
+        )
         bath = nm.Bath(0.5 * nm.operators.sigma(axis), correlations)
         start = time.perf_counter()
         pt = _build_pt(nm, bath, end_time, parameters, method)
@@ -83,51 +113,72 @@ def _b4(nm, spec: dict, epsrel: float, record: dict, method: str) -> None:
         pts.append(pt)
     system = nm.System(spec["field"] * nm.operators.sigma("z"))
     start = time.perf_counter()
-    dynamics = nm.compute_dynamics(system, nm.operators.spin_dm("x+"), process_tensor=pts,
-                                   progress_type="silent")
+    dynamics = nm.compute_dynamics(
+        system, nm.operators.spin_dm("x+"), process_tensor=pts, progress_type="silent"
+    )
     record["wall_time_s"]["dynamics"] = time.perf_counter() - start
     record["times"] = dynamics.times.tolist()
     for axis in "xyz":
-        record[f"sigma_{axis}"] = dynamics.expectations(nm.operators.sigma(axis),
-                                                        real=True)[1].tolist()
+        record[f"sigma_{axis}"] = dynamics.expectations(nm.operators.sigma(axis), real=True)[
+            1
+        ].tolist()
     record["trace"] = dynamics.expectations(real=True)[1].tolist()
 
 
 def _b5(nm, spec: dict, epsrel: float, record: dict, method: str) -> None:
-    correlations = nm.PowerLawSD(alpha=spec["alpha"], zeta=1, cutoff=spec["cutoff"],
-                                 cutoff_type="exponential", temperature=spec["temperature"])
+    correlations = nm.PowerLawSD(
+        alpha=spec["alpha"],
+        zeta=1,
+        cutoff=spec["cutoff"],
+        cutoff_type="exponential",
+        temperature=spec["temperature"],
+    )
     bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations)
     parameters = nm.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=epsrel)
     start = time.perf_counter()
     pt = nm.PtTempo(bath, 0.0, spec["steps"] * spec["dt"], parameters).get_process_tensor(
-        progress_type="silent")
+        progress_type="silent"
+    )
     record["wall_time_s"]["pt_build"] = time.perf_counter() - start
     record["bond_dimensions"]["pt"] = pt.get_bond_dimensions().tolist()
     system = nm.System(0.5 * nm.operators.sigma("x"))
     sz = nm.operators.sigma("z")
     grid = slice(*spec["grid"])
     start = time.perf_counter()
-    times, values = nm.compute_correlations(system, pt, sz, sz, grid, grid, time_order="full",
-                                            initial_state=nm.operators.spin_dm("up"),
-                                            progress_type="silent")
+    times, values = nm.compute_correlations(
+        system,
+        pt,
+        sz,
+        sz,
+        grid,
+        grid,
+        time_order="full",
+        initial_state=nm.operators.spin_dm("up"),
+        progress_type="silent",
+    )
     record["wall_time_s"]["correlations"] = time.perf_counter() - start
     record["times_a"], record["times_b"] = times[0].tolist(), times[1].tolist()
     record["correlations_real"] = values.real.tolist()
     record["correlations_imag"] = values.imag.tolist()
 
 
-def run_nonmarkov(problem: str, epsrel: float | None = None,
-                  method: str = "sequential") -> dict:
+def run_nonmarkov(problem: str, epsrel: float | None = None, method: str = "sequential") -> dict:
     """Run one problem with nonmarkov in this process; return the record."""
     start = time.perf_counter()
     import nonmarkov as nm
 
     spec = PROBLEMS[problem]
     epsrel = spec["epsrel"] if epsrel is None else epsrel
-    record: dict = {"problem": problem, "code": "nonmarkov", "epsrel": epsrel,
-                    "pt_method": method,
-                    "backend": nm.backends.get_backend(), "wall_time_s": {},
-                    "bond_dimensions": {}, "import_s": time.perf_counter() - start}
+    record: dict = {
+        "problem": problem,
+        "code": "nonmarkov",
+        "epsrel": epsrel,
+        "pt_method": method,
+        "backend": nm.backends.get_backend(),
+        "wall_time_s": {},
+        "bond_dimensions": {},
+        "import_s": time.perf_counter() - start,
+    }
     (_b4 if problem == "B4" else _b5)(nm, spec, epsrel, record, method)
     record["max_bond_dimension"] = max(max(b) for b in record["bond_dimensions"].values())
     record["maxrss_kib_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -149,15 +200,24 @@ def max_deviation(record: dict, other: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_comparison_arguments(parser, list(PROBLEMS), ["B4", "B5"],
-                             "also compute a converged reference (small epsrel)")
-    parser.add_argument("--epsrel", type=float, default=None,
-                        help="override B4's epsrel (both codes; to compare converged runs)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="override B4's number of steps (both codes)")
-    parser.add_argument("--pt-method", default="sequential",
-                        choices=["sequential", "repeated_block", "divide_and_conquer"],
-                        help="how nonmarkov builds its process tensors")
+    add_comparison_arguments(
+        parser, list(PROBLEMS), ["B4", "B5"], "also compute a converged reference (small epsrel)"
+    )
+    parser.add_argument(
+        "--epsrel",
+        type=float,
+        default=None,
+        help="override B4's epsrel (both codes; to compare converged runs)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="override B4's number of steps (both codes)"
+    )
+    parser.add_argument(
+        "--pt-method",
+        default="sequential",
+        choices=["sequential", "repeated_block", "divide_and_conquer"],
+        help="how nonmarkov builds its process tensors",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-epsrel", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -181,35 +241,48 @@ def main(argv: list[str] | None = None) -> int:
         overrides = epsrel_args + steps
         me = [sys.executable, os.path.abspath(__file__), "--worker", problem] + steps
         entry["nonmarkov"] = subprocess_json(
-            me + ["--pt-method", args.pt_method] + epsrel_args, env)
+            me + ["--pt-method", args.pt_method] + epsrel_args, env
+        )
         if oqupy:
             entry["oqupy"] = subprocess_json(
-                [oqupy, os.path.join(HERE, "oqupy_environments.py"), "--problem",
-                 problem] + overrides, env)
+                [oqupy, os.path.join(HERE, "oqupy_environments.py"), "--problem", problem]
+                + overrides,
+                env,
+            )
         if args.reference:
             epsrel = PROBLEMS[problem]["reference_epsrel"]
             entry["reference"] = subprocess_json(me + ["--worker-epsrel", str(epsrel)], env)
         records[problem] = entry
 
-    print(f"\n{'problem':8} {'phase':13} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
-          f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'max diff':>12} "
-          f"{'err nm':>9} {'err oq':>9}")
+    print(
+        f"\n{'problem':8} {'phase':13} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
+        f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'max diff':>12} "
+        f"{'err nm':>9} {'err oq':>9}"
+    )
     for problem, entry in records.items():
         ours, theirs = entry["nonmarkov"], entry.get("oqupy")
         reference = entry.get("reference")
         phases = list(ours["wall_time_s"]) + ["total"]
         for phase in phases:
-            seconds = sum(ours["wall_time_s"].values()) if phase == "total" \
+            seconds = (
+                sum(ours["wall_time_s"].values())
+                if phase == "total"
                 else ours["wall_time_s"][phase]
+            )
             other = None
             if theirs:
-                other = theirs["wall_time_s"]["total"] if phase == "total" \
+                other = (
+                    theirs["wall_time_s"]["total"]
+                    if phase == "total"
                     else theirs["wall_time_s"].get(PHASE_NAMES[phase])
+                )
             cells = comparison_cells(ours, theirs, reference, seconds, other, max_deviation)
             print(f"{problem:8} {phase:13} {seconds:12.2f} {cells}")
         if reference:
-            print(f"{problem:8} reference: epsrel {reference['epsrel']:.3g}, max bond "
-                  f"{reference['max_bond_dimension']}, times {reference['wall_time_s']}")
+            print(
+                f"{problem:8} reference: epsrel {reference['epsrel']:.3g}, max bond "
+                f"{reference['max_bond_dimension']}, times {reference['wall_time_s']}"
+            )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(records, handle)

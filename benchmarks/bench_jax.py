@@ -77,13 +77,21 @@ PROBLEMS = {
     "B3T": {"spin": "1/2", "epsrel": 1e-7, "end_time": 10.0},
     "S1": {"spin": "1", "epsrel": 1e-4, "end_time": 10.0},
     "B3S1": {"spin": "1", "epsrel": 1e-7, "end_time": 10.0, "kind": "pt"},
-    "B2": {"spin": "1/2", "epsrel": 2.0**-14, "end_time": 8.0, "kind": "pt",
-           "dt": 1.0 / 16.0, "tcut": 4.0},
+    "B2": {
+        "spin": "1/2",
+        "epsrel": 2.0**-14,
+        "end_time": 8.0,
+        "kind": "pt",
+        "dt": 1.0 / 16.0,
+        "tcut": 4.0,
+    },
 }
 DT, TCUT = 0.1, 3.0
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
 
 
 def _model(spin: str):
@@ -109,10 +117,13 @@ def _trace_chunks() -> None:
     def traced(self, propagators):
         start, bond, redos = time.perf_counter(), self.bond, self.redos
         result = run_chunk(self, propagators)
-        print(f"chunk: {len(propagators):2d} steps, bucket {bond}->{self.bond}, "
-              f"{getattr(self, '_count', '?')} sites, largest rank {self.max_rank_seen}, "
-              f"redone {self.redos - redos}, {time.perf_counter() - start:.2f} s",
-              file=sys.stderr, flush=True)
+        print(
+            f"chunk: {len(propagators):2d} steps, bucket {bond}->{self.bond}, "
+            f"{getattr(self, '_count', '?')} sites, largest rank {self.max_rank_seen}, "
+            f"redone {self.redos - redos}, {time.perf_counter() - start:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         return result
 
     window.CompiledWindow._run_chunk = traced
@@ -123,8 +134,9 @@ def _host_steps(engine: object) -> int:
     return int(getattr(engine, "host_steps", 0) or 0)
 
 
-def run_worker(problem: str, end_time: float, trace: bool = False,
-               settings: str = "default") -> dict:
+def run_worker(
+    problem: str, end_time: float, trace: bool = False, settings: str = "default"
+) -> dict:
     """One TEMPO run with the backend of the environment and the engine options of
     ``settings`` (see ``--jax-options``); returns the record."""
     start = time.perf_counter()
@@ -146,14 +158,19 @@ def run_worker(problem: str, end_time: float, trace: bool = False,
                 compile_seconds[0 if main else 1] += duration
 
         jax.monitoring.register_event_duration_secs_listener(listener)
-    record: dict = {"problem": problem, "backend": backend, "end_time": end_time,
-                    "device": nm.backends.info()["default_device"],
-                    "import_s": time.perf_counter() - start}
+    record: dict = {
+        "problem": problem,
+        "backend": backend,
+        "end_time": end_time,
+        "device": nm.backends.info()["default_device"],
+        "import_s": time.perf_counter() - start,
+    }
     options = jax_options(settings)
     record["svd"] = options.svd
     record["options"] = options_record(options)
-    parameters = nm.TempoParameters(dt=spec.get("dt", DT), tcut=spec.get("tcut", TCUT),
-                                    epsrel=spec["epsrel"])
+    parameters = nm.TempoParameters(
+        dt=spec.get("dt", DT), tcut=spec.get("tcut", TCUT), epsrel=spec["epsrel"]
+    )
     start = time.perf_counter()
     if spec.get("kind") == "pt":
         pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters, options=options)
@@ -162,8 +179,9 @@ def run_worker(problem: str, end_time: float, trace: bool = False,
         record["pt_compile_s"] = compile_seconds[0]
         record["pt_compile_ahead_s"] = compile_seconds[1]
         middle = time.perf_counter()
-        dynamics = nm.compute_dynamics(system, rho0, process_tensor=process_tensor,
-                                       progress_type="silent", options=options)
+        dynamics = nm.compute_dynamics(
+            system, rho0, process_tensor=process_tensor, progress_type="silent", options=options
+        )
         record["dynamics_s"] = time.perf_counter() - middle
         record["max_bond_dimension"] = pt_tempo.max_bond_dimension
         engine = pt_tempo.engine
@@ -199,8 +217,10 @@ def precision_check() -> list[str]:
     """Max |rho_single - rho_double| (and the error against the exact IB solution)."""
     import nonmarkov as nm
 
-    rows = [f"{'problem':8} {'backend':7} {'|single-double|':>15} {'err double':>10} "
-            f"{'err single':>10} {'dtype':>9}"]
+    rows = [
+        f"{'problem':8} {'backend':7} {'|single-double|':>15} {'err double':>10} "
+        f"{'err single':>10} {'dtype':>9}"
+    ]
     sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
     for backend in ("numpy", "jax"):
         for problem in ("B1", "IB"):
@@ -227,20 +247,32 @@ def precision_check() -> list[str]:
             errors = ["-", "-"]
             if problem == "IB":
                 exact = 0.5 * (1.0 + 16.0 * times**2) ** -0.2
-                errors = [f"{np.max(np.abs(np.abs(r[:, 0, 1]) - exact)):.1e}"
-                          for r in (double, single)]
-            rows.append(f"{problem:8} {backend:7} {np.max(np.abs(single - double)):15.1e} "
-                        f"{errors[0]:>10} {errors[1]:>10} {dtype:>9}")
+                errors = [
+                    f"{np.max(np.abs(np.abs(r[:, 0, 1]) - exact)):.1e}" for r in (double, single)
+                ]
+            rows.append(
+                f"{problem:8} {backend:7} {np.max(np.abs(single - double)):15.1e} "
+                f"{errors[0]:>10} {errors[1]:>10} {dtype:>9}"
+            )
             print(rows[-1], flush=True)
     return rows
 
 
-def _run(problem: str, end_time: float, env: dict, trace: bool = False,
-         settings: str = "default") -> dict:
+def _run(
+    problem: str, end_time: float, env: dict, trace: bool = False, settings: str = "default"
+) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "out.json")
-        command = [sys.executable, os.path.abspath(__file__), "--worker", problem,
-                   "--end-time", f"{problem}={end_time!r}", "--json", path]
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            problem,
+            "--end-time",
+            f"{problem}={end_time!r}",
+            "--json",
+            path,
+        ]
         command += ["--trace-chunks"] if trace else []
         command += ["--jax-options", settings] if settings != "default" else []
         subprocess.run(command, check=True, env=env)
@@ -252,34 +284,44 @@ def _states(record: dict) -> np.ndarray:
     return np.array(record["states_re"]) + 1j * np.array(record["states_im"])
 
 
-def _table_rows(problem: str, numpy_record: dict | None, cold: dict | None,
-                warm: dict | None, record: dict) -> list[str]:
+def _table_rows(
+    problem: str, numpy_record: dict | None, cold: dict | None, warm: dict | None, record: dict
+) -> list[str]:
     """The problem's table row (and the PT-TEMPO/dynamics split of a PT problem)."""
+
     def seconds(item: dict | None) -> str:
         return f"{item['tempo_s']:.2f}" if item else "-"
 
     def ratio(item: dict | None) -> str:
-        return f"{item['tempo_s'] / numpy_record['tempo_s']:.2f}" if item and numpy_record \
-            else "-"
+        return f"{item['tempo_s'] / numpy_record['tempo_s']:.2f}" if item and numpy_record else "-"
 
     deviation = "-"
     if numpy_record and cold:
         record["max_deviation"] = float(np.max(np.abs(_states(cold) - _states(numpy_record))))
         deviation = f"{record['max_deviation']:.1e}"
     first = numpy_record or cold
-    compile_text = f"{cold['compile_s']:.2f}+{cold.get('compile_ahead_s', 0.0):.2f}" \
-        if cold else "-"
+    compile_text = (
+        f"{cold['compile_s']:.2f}+{cold.get('compile_ahead_s', 0.0):.2f}" if cold else "-"
+    )
     host = str(cold.get("host_steps", "-")) if cold else "-"
-    rows = [f"{problem:8} {first['steps']:5d} {first['max_bond_dimension']:5d} "
-            f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>10} {host:>5} "
-            f"{seconds(warm):>10} {ratio(cold):>7} {ratio(warm):>7} {deviation:>9}  "
-            f"{cold['device'] if cold else '-'}"]
+    rows = [
+        f"{problem:8} {first['steps']:5d} {first['max_bond_dimension']:5d} "
+        f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>10} {host:>5} "
+        f"{seconds(warm):>10} {ratio(cold):>7} {ratio(warm):>7} {deviation:>9}  "
+        f"{cold['device'] if cold else '-'}"
+    ]
     if "pt_s" in first:
         parts = [("numpy", numpy_record), ("jax cold", cold), ("jax warm", warm)]
-        rows.append("  " + ", ".join(
-            f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}"
-            f"+{item.get('pt_compile_ahead_s', 0.0):.2f}), "
-            f"dynamics {item['dynamics_s']:.2f} s" for name, item in parts if item))
+        rows.append(
+            "  "
+            + ", ".join(
+                f"{name}: PT-TEMPO {item['pt_s']:.2f} s (compile {item['pt_compile_s']:.2f}"
+                f"+{item.get('pt_compile_ahead_s', 0.0):.2f}), "
+                f"dynamics {item['dynamics_s']:.2f} s"
+                for name, item in parts
+                if item
+            )
+        )
     return rows
 
 
@@ -296,7 +338,7 @@ def _end_times(values: list[str], parser: argparse.ArgumentParser) -> dict[str, 
             parser.error(f"--end-time must be positive; got {value!r}")
         if name and name not in PROBLEMS:
             parser.error(f"--end-time: unknown problem {name!r}; valid: {list(PROBLEMS)}")
-        for problem in ([name] if name else list(PROBLEMS)):
+        for problem in [name] if name else list(PROBLEMS):
             end_times[problem] = end_time
     return end_times
 
@@ -313,29 +355,58 @@ def _settings_label(label: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=["B1"], choices=list(PROBLEMS))
-    parser.add_argument("--end-time", nargs="+", default=[],
-                        help="end time T for every problem, or PROBLEM=T for one "
-                             "(default: 10)")
-    parser.add_argument("--jax-platform", default="cpu", choices=["cpu", "cuda"],
-                        help="JAX_PLATFORMS of the JAX runs (NumPy always runs on the CPU)")
-    parser.add_argument("--no-warm", action="store_true",
-                        help="skip the second JAX process with a warm compilation cache")
-    parser.add_argument("--backends", nargs="+", default=["numpy", "jax"],
-                        choices=["numpy", "jax"], help="which backends to run (default both)")
-    parser.add_argument("--numpy-blas-threads", type=int, default=None,
-                        help="NONMARKOV_BLAS_THREADS of the NumPy runs (0: BLAS default, "
-                             "all cores; default: the environment's, else 1)")
-    parser.add_argument("--jax-cache", default=None,
-                        help="persistent compilation cache of the JAX runs (default: a new "
-                             "empty one per problem, so the first JAX run is cold)")
-    parser.add_argument("--trace-chunks", action="store_true",
-                        help="print the progress of every run (see above)")
-    parser.add_argument("--jax-options", default="default", type=_settings_label,
-                        help="engine options of the JAX runs on top of the library default: "
-                             + JAX_SETTINGS_HELP)
+    parser.add_argument(
+        "--end-time",
+        nargs="+",
+        default=[],
+        help="end time T for every problem, or PROBLEM=T for one (default: 10)",
+    )
+    parser.add_argument(
+        "--jax-platform",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="JAX_PLATFORMS of the JAX runs (NumPy always runs on the CPU)",
+    )
+    parser.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip the second JAX process with a warm compilation cache",
+    )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=["numpy", "jax"],
+        choices=["numpy", "jax"],
+        help="which backends to run (default both)",
+    )
+    parser.add_argument(
+        "--numpy-blas-threads",
+        type=int,
+        default=None,
+        help="NONMARKOV_BLAS_THREADS of the NumPy runs (0: BLAS default, "
+        "all cores; default: the environment's, else 1)",
+    )
+    parser.add_argument(
+        "--jax-cache",
+        default=None,
+        help="persistent compilation cache of the JAX runs (default: a new "
+        "empty one per problem, so the first JAX run is cold)",
+    )
+    parser.add_argument(
+        "--trace-chunks", action="store_true", help="print the progress of every run (see above)"
+    )
+    parser.add_argument(
+        "--jax-options",
+        default="default",
+        type=_settings_label,
+        help="engine options of the JAX runs on top of the library default: " + JAX_SETTINGS_HELP,
+    )
     parser.add_argument("--json", default=None, help="write all records to this JSON file")
-    parser.add_argument("--precision-check", action="store_true",
-                        help="compare single with double precision instead (see above)")
+    parser.add_argument(
+        "--precision-check",
+        action="store_true",
+        help="compare single with double precision instead (see above)",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -345,22 +416,28 @@ def main(argv: list[str] | None = None) -> int:
 
     end_times = _end_times(args.end_time, parser)
     if args.worker:
-        record = run_worker(args.worker, end_times[args.worker], args.trace_chunks,
-                            args.jax_options)
+        record = run_worker(
+            args.worker, end_times[args.worker], args.trace_chunks, args.jax_options
+        )
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
 
-    base = {key: value for key, value in os.environ.items()
-            if key not in ("NONMARKOV_JAX_CACHE_DIR", "JAX_PLATFORMS")}
+    base = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("NONMARKOV_JAX_CACHE_DIR", "JAX_PLATFORMS")
+    }
     base.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     records: dict = {}
     numpy_env = {**base, "NONMARKOV_BACKEND": "numpy"}
     if args.numpy_blas_threads is not None:
         numpy_env["NONMARKOV_BLAS_THREADS"] = str(args.numpy_blas_threads)
-    header = (f"{'problem':8} {'steps':>5} {'bond':>5} {'numpy s':>8} {'jax cold s':>10} "
-              f"{'compile s':>10} {'host':>5} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
-              f"{'max|drho|':>9}  jax device")
+    header = (
+        f"{'problem':8} {'steps':>5} {'bond':>5} {'numpy s':>8} {'jax cold s':>10} "
+        f"{'compile s':>10} {'host':>5} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
+        f"{'max|drho|':>9}  jax device"
+    )
     rows = []
     for problem in args.problems:
         end_time = end_times[problem]
@@ -369,9 +446,12 @@ def main(argv: list[str] | None = None) -> int:
             numpy_record = _run(problem, end_time, numpy_env, args.trace_chunks)
         if "jax" in args.backends:
             with tempfile.TemporaryDirectory() as cache:
-                jax_env = {**base, "NONMARKOV_BACKEND": "jax",
-                           "JAX_PLATFORMS": args.jax_platform,
-                           "NONMARKOV_JAX_CACHE_DIR": args.jax_cache or cache}
+                jax_env = {
+                    **base,
+                    "NONMARKOV_BACKEND": "jax",
+                    "JAX_PLATFORMS": args.jax_platform,
+                    "NONMARKOV_JAX_CACHE_DIR": args.jax_cache or cache,
+                }
                 cold = _run(problem, end_time, jax_env, args.trace_chunks, args.jax_options)
                 if not args.no_warm:
                     warm = _run(problem, end_time, jax_env, settings=args.jax_options)

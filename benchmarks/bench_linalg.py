@@ -50,6 +50,7 @@ def _timed(function, repeat: int) -> float:
 def _graded_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     """Random complex matrix with singular values falling from 1 to 1e-12 (like a window)."""
     rank = min(rows, cols)
+
     def gaussian(size: int) -> np.ndarray:
         return rng.standard_normal((size, rank)) + 1j * rng.standard_normal((size, rank))
 
@@ -83,26 +84,39 @@ def step_memory(bonds: list[int], algorithms: dict) -> None:
     from nonmarkov.engines.jax import compiler, window
 
     sites, classes, carrier = 29, 4, 3
-    constants = {"projector": jnp.eye(classes, dtype=complex),
-                 "first": jnp.ones((classes, classes), complex),
-                 "carrier": jnp.eye(carrier)[np.array([0, 1, 1, 2])].astype(complex),
-                 "lags": jnp.ones((sites, carrier, classes), complex),
-                 "out_map": jnp.eye(classes, dtype=complex), "epsrel": jnp.asarray(1e-7)}
+    constants = {
+        "projector": jnp.eye(classes, dtype=complex),
+        "first": jnp.ones((classes, classes), complex),
+        "carrier": jnp.eye(carrier)[np.array([0, 1, 1, 2])].astype(complex),
+        "lags": jnp.ones((sites, carrier, classes), complex),
+        "out_map": jnp.eye(classes, dtype=complex),
+        "epsrel": jnp.asarray(1e-7),
+    }
     print(f"{'D':>5} {'svd':20} {'temp GiB':>9} {'compile s':>9}", flush=True)
     for bond in bonds:
-        arguments = (jnp.zeros((classes, bond), complex),
-                     jnp.zeros((sites, bond, classes, bond), complex),
-                     jnp.asarray(3, jnp.int32), jnp.asarray(0.0),
-                     jnp.ones((classes, classes), complex), jnp.eye(classes, dtype=complex),
-                     constants)
+        arguments = (
+            jnp.zeros((classes, bond), complex),
+            jnp.zeros((sites, bond, classes, bond), complex),
+            jnp.asarray(3, jnp.int32),
+            jnp.asarray(0.0),
+            jnp.ones((classes, classes), complex),
+            jnp.eye(classes, dtype=complex),
+            constants,
+        )
         for name, algorithm in algorithms.items():
             start = time.perf_counter()
             try:
                 if isinstance(algorithm, Exception):
                     raise algorithm
-                step = compiler.compile_kernel(functools.partial(
-                    window._step, memory=sites + 1, max_rank=None, oldest="finalize",
-                    svd_algorithm=algorithm))
+                step = compiler.compile_kernel(
+                    functools.partial(
+                        window._step,
+                        memory=sites + 1,
+                        max_rank=None,
+                        oldest="finalize",
+                        svd_algorithm=algorithm,
+                    )
+                )
                 memory = step.lower(*arguments).compile().memory_analysis()
                 text = f"{memory.temp_size_in_bytes / 2**30:9.3f}"
             except Exception as failure:  # an algorithm the platform does not offer
@@ -116,11 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--carrier", type=int, default=3, help="carrier bond r")
     parser.add_argument("--classes", type=int, default=4, help="values m per point")
-    parser.add_argument("--precision", choices=("double", "single"), default="double",
-                        help="complex128 or complex64 factorisations (errors always "
-                             "against the complex128 NumPy reference)")
-    parser.add_argument("--step-memory", action="store_true",
-                        help="XLA memory of the compiled window step instead (see above)")
+    parser.add_argument(
+        "--precision",
+        choices=("double", "single"),
+        default="double",
+        help="complex128 or complex64 factorisations (errors always "
+        "against the complex128 NumPy reference)",
+    )
+    parser.add_argument(
+        "--step-memory",
+        action="store_true",
+        help="XLA memory of the compiled window step instead (see above)",
+    )
     args = parser.parse_args(argv)
 
     import jax
@@ -137,8 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rng = np.random.default_rng(7)
     dtype = np.complex128 if args.precision == "double" else np.complex64
-    print(f"JAX device: {device.platform} ({device.device_kind}); {np.dtype(dtype).name}; "
-          f"r = {args.carrier}, m = {args.classes}", flush=True)
+    print(
+        f"JAX device: {device.platform} ({device.device_kind}); {np.dtype(dtype).name}; "
+        f"r = {args.carrier}, m = {args.classes}",
+        flush=True,
+    )
     header = f"{'D':>5} {'operation':32} {'numpy ms':>9} {'jax ms':>9} {'np/jax':>7} {'error':>8}"
     print(header, flush=True)
     for bond in args.bonds:
@@ -156,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         error = np.linalg.norm(np.asarray(q) @ np.asarray(r) - tall_exact) / np.linalg.norm(tall)
         seconds = _timed(lambda: jax.block_until_ready(qr(tall_device)), args.repeat)
         label = f"qr ({tall.shape[0]}, {tall.shape[1]})"
-        print(f"{bond:5d} {label:32} {numpy_qr * 1e3:9.1f} "
-              f"{seconds * 1e3:9.1f} {numpy_qr / seconds:7.2f} {error:8.1e}", flush=True)
+        print(
+            f"{bond:5d} {label:32} {numpy_qr * 1e3:9.1f} "
+            f"{seconds * 1e3:9.1f} {numpy_qr / seconds:7.2f} {error:8.1e}",
+            flush=True,
+        )
 
         flat_device = jax.device_put(flat)
         for name, algorithm in algorithms.items():
@@ -166,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise algorithm
                 svd = jax.jit(lambda a, algorithm=algorithm: padding._svd(a, algorithm))
                 weighted, s, vh = (np.asarray(part) for part in svd(flat_device))
-                error = max(np.linalg.norm(weighted @ vh - flat_exact) / np.linalg.norm(flat),
-                            np.max(np.abs(s - reference)) / reference[0])
+                error = max(
+                    np.linalg.norm(weighted @ vh - flat_exact) / np.linalg.norm(flat),
+                    np.max(np.abs(s - reference)) / reference[0],
+                )
                 seconds = _timed(lambda: jax.block_until_ready(svd(flat_device)), args.repeat)
                 ratio = f"{numpy_svd / seconds:7.2f}"
                 jax_ms = f"{seconds * 1e3:9.1f}"
@@ -175,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                 jax_ms, ratio, error = f"{'-':>9}", f"{'-':>7}", float("nan")
                 print(f"      svd {name}: {type(failure).__name__}: {str(failure)[:120]}")
             label = f"svd {name} ({wide}, {args.classes * bond})"
-            print(f"{bond:5d} {label:32} {numpy_svd * 1e3:9.1f} {jax_ms} {ratio} {error:8.1e}",
-                  flush=True)
+            print(
+                f"{bond:5d} {label:32} {numpy_svd * 1e3:9.1f} {jax_ms} {ratio} {error:8.1e}",
+                flush=True,
+            )
     return 0
 
 

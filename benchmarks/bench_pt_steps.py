@@ -67,8 +67,11 @@ def _problem_influence(problem: str):
 
     spec = bench_jax.PROBLEMS[problem]
     nm, _, bath, _ = bench_jax._model(spec["spin"])
-    parameters = nm.TempoParameters(dt=spec.get("dt", bench_jax.DT),
-                                    tcut=spec.get("tcut", bench_jax.TCUT), epsrel=spec["epsrel"])
+    parameters = nm.TempoParameters(
+        dt=spec.get("dt", bench_jax.DT),
+        tcut=spec.get("tcut", bench_jax.TCUT),
+        epsrel=spec["epsrel"],
+    )
     return nm, DiscretisedInfluence.from_parameters(bath, parameters, False), parameters
 
 
@@ -101,8 +104,9 @@ def _bonds(window: list[np.ndarray]) -> list[int]:
     return [int(site.shape[2]) for site in window]
 
 
-def run_jax(problem: str, at: float, steps: int, window_path: str,
-            settings: str = "default") -> dict:
+def run_jax(
+    problem: str, at: float, steps: int, window_path: str, settings: str = "default"
+) -> dict:
     """Run to the checkpoint on JAX with the engine options of ``settings``, save the
     window, time ``steps`` more steps."""
     import jax
@@ -113,8 +117,10 @@ def run_jax(problem: str, at: float, steps: int, window_path: str,
     compile_seconds = [0.0]
 
     def listener(event: str, duration: float, **_: object) -> None:
-        if event in bench_jax.COMPILE_EVENTS and \
-                threading.current_thread() is threading.main_thread():
+        if (
+            event in bench_jax.COMPILE_EVENTS
+            and threading.current_thread() is threading.main_thread()
+        ):
             compile_seconds[0] += duration
 
     jax.monitoring.register_event_duration_secs_listener(listener)
@@ -139,18 +145,28 @@ def run_jax(problem: str, at: float, steps: int, window_path: str,
     start = time.perf_counter()
     engine = window_engine(_window_spec(influence, parameters), options)
     if not hasattr(engine, "compiled"):
-        raise RuntimeError(f"the JAX run got a {type(engine).__name__}; "
-                           "is NONMARKOV_BACKEND=jax set?")
+        raise RuntimeError(
+            f"the JAX run got a {type(engine).__name__}; is NONMARKOV_BACKEND=jax set?"
+        )
     done, ranks = engine.advance_finalize(checkpoint - 1)
     before = [site for site, _ in done if site is not None]
-    record = {"device": nm.backends.info()["default_device"],
-              "checkpoint_step": checkpoint, "to_checkpoint_s": time.perf_counter() - start,
-              "to_checkpoint_compile_s": compile_seconds[0], "bond": max(ranks),
-              "options": options_record(options),
-              "host_steps": int(getattr(engine, "host_steps", 0))}
+    record = {
+        "device": nm.backends.info()["default_device"],
+        "checkpoint_step": checkpoint,
+        "to_checkpoint_s": time.perf_counter() - start,
+        "to_checkpoint_compile_s": compile_seconds[0],
+        "bond": max(ranks),
+        "options": options_record(options),
+        "host_steps": int(getattr(engine, "host_steps", 0)),
+    }
     window, log_scale = engine.host_window()
-    np.savez(window_path, *window, *before, sizes=np.array([len(window), len(before)]),
-             log_scale=np.array(log_scale))
+    np.savez(
+        window_path,
+        *window,
+        *before,
+        sizes=np.array([len(window), len(before)]),
+        log_scale=np.array(log_scale),
+    )
     finalised, step_s, step_compile_s, step_ranks = [], [], [], []
     for _ in range(steps):
         compile_before, begin = compile_seconds[0], time.perf_counter()
@@ -161,9 +177,14 @@ def run_jax(problem: str, at: float, steps: int, window_path: str,
         finalised.append(done[0][0])
     after, _ = engine.host_window()
     state = chain_state(after, before + finalised)
-    record.update(step_s=step_s, step_compile_s=step_compile_s, ranks=step_ranks,
-                  sitewise=engine.compiled.sitewise, state_re=state.real.tolist(),
-                  state_im=state.imag.tolist())
+    record.update(
+        step_s=step_s,
+        step_compile_s=step_compile_s,
+        ranks=step_ranks,
+        sitewise=engine.compiled.sitewise,
+        state_re=state.real.tolist(),
+        state_im=state.imag.tolist(),
+    )
     return record
 
 
@@ -182,7 +203,8 @@ def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
     # the lag rows ahead of the timed steps (the engine asks for them on its first step)
     rows = {lag: spec.lag_rows(lag) for lag in range(1, len(window) + steps + 2)}
     spec = dataclasses.replace(
-        spec, lag_rows=lambda lag: rows[lag] if lag in rows else influence.lag_matrix_rows(lag))
+        spec, lag_rows=lambda lag: rows[lag] if lag in rows else influence.lag_matrix_rows(lag)
+    )
     engine = HostWindowEngine(spec)
     engine.load_window(window, log_scale)
     step_s, step_ranks = [], []
@@ -194,8 +216,12 @@ def run_numpy(problem: str, at: float, steps: int, window_path: str) -> dict:
             step_ranks.append(_bonds(engine.host_window()[0]))
             finalised.append(done[0][0])
     state = chain_state(engine.host_window()[0], finalised)
-    return {"step_s": step_s, "ranks": step_ranks, "state_re": state.real.tolist(),
-            "state_im": state.imag.tolist()}
+    return {
+        "step_s": step_s,
+        "ranks": step_ranks,
+        "state_re": state.real.tolist(),
+        "state_im": state.imag.tolist(),
+    }
 
 
 def run_environment(label: str) -> dict[str, str]:
@@ -218,8 +244,9 @@ def fastest_label(path: str) -> str | None:
     try:
         with open(path) as handle:
             runs = json.load(handle)["jax"]
-        return min(runs, key=lambda label: sum(runs[label]["step_s"])
-                   - sum(runs[label]["step_compile_s"]))
+        return min(
+            runs, key=lambda label: sum(runs[label]["step_s"]) - sum(runs[label]["step_compile_s"])
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -233,13 +260,27 @@ def fastest_run(path: str) -> str:
     return " ".join(f"{key}={value}" for key, value in run_environment(best).items())
 
 
-def _worker(kind: str, args: argparse.Namespace, env: dict, window_path: str,
-            settings: str = "default") -> dict:
+def _worker(
+    kind: str, args: argparse.Namespace, env: dict, window_path: str, settings: str = "default"
+) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "out.json")
-        command = [sys.executable, os.path.abspath(__file__), "--worker", kind,
-                   "--problem", args.problem, "--at", repr(args.at), "--steps", str(args.steps),
-                   "--window", window_path, "--json", path]
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            kind,
+            "--problem",
+            args.problem,
+            "--at",
+            repr(args.at),
+            "--steps",
+            str(args.steps),
+            "--window",
+            window_path,
+            "--json",
+            path,
+        ]
         if kind == "jax":
             command += ["--run-options", settings]
         subprocess.run(command, check=True, env=env)
@@ -256,45 +297,70 @@ def _report(label: str, record: dict, numpy_record: dict) -> bool:
     agrees (same kept ranks, chain states within 1e-8)."""
     record["same_ranks"] = record["ranks"] == numpy_record["ranks"]
     record["state_difference"] = float(np.linalg.norm(_state(record) - _state(numpy_record)))
-    print(f"JAX run {label!r} (site by site: {record['sitewise']}): reached step "
-          f"{record['checkpoint_step']} (bond {record['bond']}) in "
-          f"{record['to_checkpoint_s']:.2f} s (compile {record['to_checkpoint_compile_s']:.2f} s)")
-    print(f"  {'step':>4} {'bond':>5} {'numpy s':>8} {'jax s':>8} {'compile s':>9} "
-          f"{'numpy/jax':>9} {'without compile':>15}")
-    for k, (numpy_s, jax_s, compile_s) in enumerate(zip(
-            numpy_record["step_s"], record["step_s"], record["step_compile_s"])):
-        print(f"  {record['checkpoint_step'] + k + 1:4d} {max(record['ranks'][k]):5d} "
-              f"{numpy_s:8.2f} {jax_s:8.2f} {compile_s:9.2f} {numpy_s / jax_s:9.2f} "
-              f"{numpy_s / max(jax_s - compile_s, 1e-9):15.2f}")
-    print(f"  same kept ranks as NumPy: {'yes' if record['same_ranks'] else 'NO'}; "
-          f"chain state after the steps: |difference| {record['state_difference']:.1e}",
-          flush=True)
+    print(
+        f"JAX run {label!r} (site by site: {record['sitewise']}): reached step "
+        f"{record['checkpoint_step']} (bond {record['bond']}) in "
+        f"{record['to_checkpoint_s']:.2f} s (compile {record['to_checkpoint_compile_s']:.2f} s)"
+    )
+    print(
+        f"  {'step':>4} {'bond':>5} {'numpy s':>8} {'jax s':>8} {'compile s':>9} "
+        f"{'numpy/jax':>9} {'without compile':>15}"
+    )
+    for k, (numpy_s, jax_s, compile_s) in enumerate(
+        zip(numpy_record["step_s"], record["step_s"], record["step_compile_s"])
+    ):
+        print(
+            f"  {record['checkpoint_step'] + k + 1:4d} {max(record['ranks'][k]):5d} "
+            f"{numpy_s:8.2f} {jax_s:8.2f} {compile_s:9.2f} {numpy_s / jax_s:9.2f} "
+            f"{numpy_s / max(jax_s - compile_s, 1e-9):15.2f}"
+        )
+    print(
+        f"  same kept ranks as NumPy: {'yes' if record['same_ranks'] else 'NO'}; "
+        f"chain state after the steps: |difference| {record['state_difference']:.1e}",
+        flush=True,
+    )
     return record["same_ranks"] and record["state_difference"] < 1e-8
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", default="B3", choices=PT_PROBLEMS)
-    parser.add_argument("--at", type=float, default=4.0,
-                        help="checkpoint time (the steps start there; default 4)")
+    parser.add_argument(
+        "--at", type=float, default=4.0, help="checkpoint time (the steps start there; default 4)"
+    )
     parser.add_argument("--steps", type=int, default=2, help="steps timed (default 2)")
     parser.add_argument("--jax-platform", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--jax-runs", nargs="+", default=["default"], type=_run_label,
-                        help="JAX processes to run, each " + JAX_SETTINGS_HELP + ", such as "
-                             "'svd=qr,sitewise=on' (see above; default: one, 'default')")
-    parser.add_argument("--numpy-blas-threads", type=int, default=0,
-                        help="NONMARKOV_BLAS_THREADS of the NumPy process (0: all cores)")
+    parser.add_argument(
+        "--jax-runs",
+        nargs="+",
+        default=["default"],
+        type=_run_label,
+        help="JAX processes to run, each " + JAX_SETTINGS_HELP + ", such as "
+        "'svd=qr,sitewise=on' (see above; default: one, 'default')",
+    )
+    parser.add_argument(
+        "--numpy-blas-threads",
+        type=int,
+        default=0,
+        help="NONMARKOV_BLAS_THREADS of the NumPy process (0: all cores)",
+    )
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
-    parser.add_argument("--fastest", default=None, metavar="JSON",
-                        help="print the settings of the fastest JAX run (step time without "
-                             "compilation) in this --json file as environment assignments")
-    parser.add_argument("--fastest-label", default=None, metavar="JSON",
-                        help="print the --jax-runs item of that run ('default' if none)")
-    parser.add_argument("--worker", default=None, choices=["jax", "numpy"],
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--fastest",
+        default=None,
+        metavar="JSON",
+        help="print the settings of the fastest JAX run (step time without "
+        "compilation) in this --json file as environment assignments",
+    )
+    parser.add_argument(
+        "--fastest-label",
+        default=None,
+        metavar="JSON",
+        help="print the --jax-runs item of that run ('default' if none)",
+    )
+    parser.add_argument("--worker", default=None, choices=["jax", "numpy"], help=argparse.SUPPRESS)
     parser.add_argument("--window", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--run-options", default="default", type=_run_label,
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--run-options", default="default", type=_run_label, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.fastest:
         print(fastest_run(args.fastest))
@@ -308,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--steps must be at least 1; got {args.steps}")
     tcut = spec.get("tcut", bench_jax.TCUT)
     if round(args.at / dt) < round(tcut / dt):
-        parser.error(f"--at must be at least the memory time tcut = {tcut} of {args.problem} "
-                     f"(the window is full from there on); got {args.at}")
+        parser.error(
+            f"--at must be at least the memory time tcut = {tcut} of {args.problem} "
+            f"(the window is full from there on); got {args.at}"
+        )
 
     if args.worker:
         if args.worker == "jax":
@@ -331,26 +399,48 @@ def main(argv: list[str] | None = None) -> int:
         for label in args.jax_runs:
             window = os.path.join(directory, f"window_{len(jax_records)}.npz")
             try:
-                record = _worker("jax", args, {
-                    **base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform},
-                    window, label)
+                record = _worker(
+                    "jax",
+                    args,
+                    {**base, "NONMARKOV_BACKEND": "jax", "JAX_PLATFORMS": args.jax_platform},
+                    window,
+                    label,
+                )
             except subprocess.CalledProcessError as error:  # e.g. out of device memory
                 print(f"JAX run {label!r} failed (exit status {error.returncode})", flush=True)
                 passed = False
                 continue
             jax_records[label] = record
             if not numpy_record:  # NumPy starts from the first run's window
-                numpy_record.update(_worker("numpy", args, {
-                    **base, "NONMARKOV_BACKEND": "numpy",
-                    "NONMARKOV_BLAS_THREADS": str(args.numpy_blas_threads)}, window))
-                print(f"{args.problem}, {args.steps} steps from step {round(args.at / dt)}; "
-                      f"NumPy with {args.numpy_blas_threads or 'all'} BLAS threads, JAX on "
-                      f"{record['device']}")
+                numpy_record.update(
+                    _worker(
+                        "numpy",
+                        args,
+                        {
+                            **base,
+                            "NONMARKOV_BACKEND": "numpy",
+                            "NONMARKOV_BLAS_THREADS": str(args.numpy_blas_threads),
+                        },
+                        window,
+                    )
+                )
+                print(
+                    f"{args.problem}, {args.steps} steps from step {round(args.at / dt)}; "
+                    f"NumPy with {args.numpy_blas_threads or 'all'} BLAS threads, JAX on "
+                    f"{record['device']}"
+                )
             passed = _report(label, record, numpy_record) and passed
             if args.json:
                 with open(args.json, "w") as handle:
-                    json.dump({"problem": args.problem, "at": args.at, "jax": jax_records,
-                               "numpy": numpy_record}, handle)
+                    json.dump(
+                        {
+                            "problem": args.problem,
+                            "at": args.at,
+                            "jax": jax_records,
+                            "numpy": numpy_record,
+                        },
+                        handle,
+                    )
     return 0 if passed else 1
 
 

@@ -53,8 +53,12 @@ PROBLEMS = {
 }
 
 
-def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = False,
-                  end_time: float | None = None) -> dict:
+def run_nonmarkov(
+    problem: str,
+    epsrel: float | None = None,
+    reference: bool = False,
+    end_time: float | None = None,
+) -> dict:
     """Run one problem with nonmarkov in this process; return the record.
 
     ``reference=True`` runs TEMPO (also for B2) on the problem's time grid;
@@ -66,8 +70,13 @@ def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = F
     if end_time is not None:
         spec["end_time"] = end_time
     epsrel = spec["epsrel"] if epsrel is None else epsrel
-    record: dict = {"problem": problem, "code": "nonmarkov", "epsrel": epsrel,
-                    "backend": nm.backends.get_backend(), "import_s": time.perf_counter() - start}
+    record: dict = {
+        "problem": problem,
+        "code": "nonmarkov",
+        "epsrel": epsrel,
+        "backend": nm.backends.get_backend(),
+        "import_s": time.perf_counter() - start,
+    }
     parameters = nm.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=epsrel)
     if problem == "B1" or reference:
         start = time.perf_counter()
@@ -79,12 +88,13 @@ def run_nonmarkov(problem: str, epsrel: float | None = None, reference: bool = F
     else:
         start = time.perf_counter()
         end_time = spec["steps"] * spec["dt"]
-        pt = nm.PtTempo(bath, 0.0, end_time, parameters).get_process_tensor(
-            progress_type="silent")
+        pt = nm.PtTempo(bath, 0.0, end_time, parameters).get_process_tensor(progress_type="silent")
         middle = time.perf_counter()
         dynamics = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
-        record["wall_time_s"] = {"pt_build": middle - start,
-                                 "dynamics": time.perf_counter() - middle}
+        record["wall_time_s"] = {
+            "pt_build": middle - start,
+            "dynamics": time.perf_counter() - middle,
+        }
         record["max_bond_dimension"] = int(pt.get_bond_dimensions().max())
     times, sigma_z = dynamics.expectations(nm.operators.sigma("z"), real=True)
     record["times"] = times.tolist()
@@ -104,24 +114,36 @@ def _max_deviation(record: dict, other: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_comparison_arguments(parser, list(PROBLEMS), ["B1", "B2"],
-                             "also compute a converged reference (epsrel 1e-7)")
-    parser.add_argument("--epsrel-scan", type=float, nargs="+", default=[],
-                        help="extra nonmarkov runs at these epsrel values")
-    parser.add_argument("--reference-cache", default=None,
-                        help="directory to keep and reuse the converged references")
-    parser.add_argument("--epsrel", type=float, default=None,
-                        help="override the problems' epsrel (both codes)")
-    parser.add_argument("--end-time", type=float, default=None,
-                        help="override B1's end time (both codes)")
+    add_comparison_arguments(
+        parser, list(PROBLEMS), ["B1", "B2"], "also compute a converged reference (epsrel 1e-7)"
+    )
+    parser.add_argument(
+        "--epsrel-scan",
+        type=float,
+        nargs="+",
+        default=[],
+        help="extra nonmarkov runs at these epsrel values",
+    )
+    parser.add_argument(
+        "--reference-cache",
+        default=None,
+        help="directory to keep and reuse the converged references",
+    )
+    parser.add_argument(
+        "--epsrel", type=float, default=None, help="override the problems' epsrel (both codes)"
+    )
+    parser.add_argument(
+        "--end-time", type=float, default=None, help="override B1's end time (both codes)"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-epsrel", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-reference", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:  # a single nonmarkov run in its own process
-        record = run_nonmarkov(args.worker, args.worker_epsrel,
-                               reference=args.worker_reference, end_time=args.end_time)
+        record = run_nonmarkov(
+            args.worker, args.worker_epsrel, reference=args.worker_reference, end_time=args.end_time
+        )
         with open(args.json, "w") as handle:
             json.dump(record, handle)
         return 0
@@ -140,25 +162,37 @@ def main(argv: list[str] | None = None) -> int:
             if args.epsrel is not None:
                 overrides += ["--epsrel", repr(args.epsrel)]
             entry["oqupy"] = subprocess_json(
-                [oqupy, os.path.join(HERE, "oqupy_reference.py"), "--problem", problem,
-                 "--no-tracemalloc"] + overrides, env)
-        entry["scan"] = [subprocess_json(me + ["--worker-epsrel", repr(eps)], env)
-                         for eps in args.epsrel_scan]
+                [
+                    oqupy,
+                    os.path.join(HERE, "oqupy_reference.py"),
+                    "--problem",
+                    problem,
+                    "--no-tracemalloc",
+                ]
+                + overrides,
+                env,
+            )
+        entry["scan"] = [
+            subprocess_json(me + ["--worker-epsrel", repr(eps)], env) for eps in args.epsrel_scan
+        ]
         if args.reference:
             key = problem if args.end_time is None else f"{problem}_t{args.end_time:g}"
             entry["reference"] = _reference(key, me, env, args.reference_cache)
         records[problem] = entry
 
-    print(f"\n{'problem':8} {'phase':10} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
-          f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'|dsz| nm-oq':>12} "
-          f"{'err nm':>9} {'err oq':>9}")
+    print(
+        f"\n{'problem':8} {'phase':10} {'nonmarkov s':>12} {'OQuPy s':>10} {'ratio':>7} "
+        f"{'bond nm/oq':>11} {'maxrss MiB nm/oq':>17} {'|dsz| nm-oq':>12} "
+        f"{'err nm':>9} {'err oq':>9}"
+    )
     for problem, entry in records.items():
         ours = entry["nonmarkov"]
         theirs = entry.get("oqupy")
         reference = entry.get("reference")
         for phase, seconds in ours["wall_time_s"].items():
-            phase_oq = {"tempo": "tempo_compute", "pt_build": "pt_build",
-                        "dynamics": "dynamics"}[phase]
+            phase_oq = {"tempo": "tempo_compute", "pt_build": "pt_build", "dynamics": "dynamics"}[
+                phase
+            ]
             other = theirs["wall_time_s"].get(phase_oq) if theirs else None
             cells = comparison_cells(ours, theirs, reference, seconds, other, _max_deviation)
             print(f"{problem:8} {phase:10} {seconds:12.2f} {cells}")
@@ -194,21 +228,28 @@ def _print_scan(records: dict) -> None:
         print(f"{'epsrel':>10} {'time s':>8} {'bond':>5} {'error':>9}")
         for run in runs:
             seconds = sum(run["wall_time_s"].values())
-            print(f"{run['epsrel']:10.3g} {seconds:8.2f} {run['max_bond_dimension']:5d} "
-                  f"{_max_deviation(run, reference):9.2e}")
+            print(
+                f"{run['epsrel']:10.3g} {seconds:8.2f} {run['max_bond_dimension']:5d} "
+                f"{_max_deviation(run, reference):9.2e}"
+            )
         theirs = entry.get("oqupy")
         if not theirs:
             continue
         target = _max_deviation(theirs, reference)
         good = [run for run in runs if _max_deviation(run, reference) <= target]
-        oq_seconds = sum(v for k, v in theirs["wall_time_s"].items()
-                         if k in ("tempo_compute", "pt_build", "dynamics"))
+        oq_seconds = sum(
+            v
+            for k, v in theirs["wall_time_s"].items()
+            if k in ("tempo_compute", "pt_build", "dynamics")
+        )
         if good:
             best = min(good, key=lambda run: sum(run["wall_time_s"].values()))
             seconds = sum(best["wall_time_s"].values())
-            print(f"accuracy-matched: OQuPy {oq_seconds:.2f} s (error {target:.2e}) vs nonmarkov "
-                  f"epsrel {best['epsrel']:.3g} {seconds:.2f} s (error "
-                  f"{_max_deviation(best, reference):.2e}): ratio {oq_seconds / seconds:.1f}")
+            print(
+                f"accuracy-matched: OQuPy {oq_seconds:.2f} s (error {target:.2e}) vs nonmarkov "
+                f"epsrel {best['epsrel']:.3g} {seconds:.2f} s (error "
+                f"{_max_deviation(best, reference):.2e}): ratio {oq_seconds / seconds:.1f}"
+            )
         else:
             print(f"accuracy-matched: no nonmarkov run reaches OQuPy's error {target:.2e}")
 

@@ -81,10 +81,16 @@ DROPPED_ENV = ("NONMARKOV_JAX_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR")
 
 # --- trees -------------------------------------------------------------------------------
 
+
 def _git(tree: str, *args: str) -> str:
     """Output of a read-only git command in ``tree`` (no optional index writes)."""
-    result = subprocess.run(["git", "-C", tree, *args], check=True, capture_output=True,
-                            text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    result = subprocess.run(
+        ["git", "-C", tree, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+    )
     return result.stdout.strip()
 
 
@@ -96,8 +102,11 @@ def add_worktree(commit: str) -> tuple[str, str]:
         sys.exit(f"error: {commit!r} is not a commit of {REPO}")
     parent = tempfile.mkdtemp(prefix=f"compare_commits_{full[:9]}_")
     path = os.path.join(parent, "tree")
-    result = subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "--quiet",
-                             path, full], capture_output=True, text=True)
+    result = subprocess.run(
+        ["git", "-C", REPO, "worktree", "add", "--detach", "--quiet", path, full],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode:
         shutil.rmtree(parent, ignore_errors=True)
         sys.exit(f"error: git worktree add {path} {full[:9]}: {result.stderr.strip()}")
@@ -105,8 +114,9 @@ def add_worktree(commit: str) -> tuple[str, str]:
 
 
 def remove_worktree(path: str) -> None:
-    result = subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["git", "-C", REPO, "worktree", "remove", "--force", path], capture_output=True, text=True
+    )
     if result.returncode:
         print(f"warning: git worktree remove {path}: {result.stderr.strip()}", file=sys.stderr)
     shutil.rmtree(os.path.dirname(path), ignore_errors=True)
@@ -128,8 +138,9 @@ def describe(info: dict) -> str:
     if not info.get("head"):
         return info["path"]
     changes = info.get("changed_files", 0)
-    return (f"{info['path']} (HEAD {info['head'][:9]}"
-            + (f" + {changes} changed files)" if changes else ", clean)"))
+    return f"{info['path']} (HEAD {info['head'][:9]}" + (
+        f" + {changes} changed files)" if changes else ", clean)"
+    )
 
 
 def run_environment(tree: str) -> dict[str, str]:
@@ -142,12 +153,23 @@ def check_import(tree: str, env: dict) -> str | None:
     """Byte-compile the tree's ``src`` and ``benchmarks`` (so that no timed run pays for
     it), then where ``nonmarkov`` comes from with ``env``: exits if from outside
     ``<tree>/src``, None (and a warning) if it does not import."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(tree, "src"),
-                    os.path.join(tree, "benchmarks")], cwd=tree, env=env,
-                   capture_output=True)  # a file that does not compile shows up below
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            os.path.join(tree, "src"),
+            os.path.join(tree, "benchmarks"),
+        ],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+    )  # a file that does not compile shows up below
     code = "import nonmarkov; print(nonmarkov.__file__)"
-    result = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True
+    )
     if result.returncode:
         last = (result.stderr.strip().splitlines() or ["?"])[-1]
         print(f"warning: nonmarkov does not import in {tree}: {last}", file=sys.stderr)
@@ -155,19 +177,34 @@ def check_import(tree: str, env: dict) -> str | None:
     location = os.path.realpath(result.stdout.strip().splitlines()[-1])
     src = os.path.realpath(os.path.join(tree, "src")) + os.sep
     if not location.startswith(src):
-        sys.exit(f"error: with PYTHONPATH={env['PYTHONPATH']} nonmarkov comes from {location}, "
-                 f"not from {src}: the comparison would not measure that tree")
+        sys.exit(
+            f"error: with PYTHONPATH={env['PYTHONPATH']} nonmarkov comes from {location}, "
+            f"not from {src}: the comparison would not measure that tree"
+        )
     return location
 
 
 # --- one run -----------------------------------------------------------------------------
 
-def run_script(tree: str, script: str, script_args: list[str], env: dict,
-               timeout: float | None, quiet: bool, tag: str) -> dict:
+
+def run_script(
+    tree: str,
+    script: str,
+    script_args: list[str],
+    env: dict,
+    timeout: float | None,
+    quiet: bool,
+    tag: str,
+) -> dict:
     """Run ``<tree>/benchmarks/<script> ARGS --json FILE``; the run's entry with its records."""
     path = os.path.join(tree, "benchmarks", script)
-    entry: dict = {"tree": tree, "command": None, "returncode": None, "wall_s": None,
-                   "records": None}
+    entry: dict = {
+        "tree": tree,
+        "command": None,
+        "returncode": None,
+        "wall_s": None,
+        "records": None,
+    }
     if not os.path.isfile(path):
         entry["error"] = f"{path} does not exist"
         print(f"[{tag}] {entry['error']}", flush=True)
@@ -175,14 +212,22 @@ def run_script(tree: str, script: str, script_args: list[str], env: dict,
     with tempfile.TemporaryDirectory(prefix="compare_commits_run_") as directory:
         output_path = os.path.join(directory, "records.json")
         command = [sys.executable, path, *script_args, "--json", output_path]
-        entry["command"] = (f"cd {shlex.quote(tree)} && PYTHONPATH="
-                            f"{shlex.quote(env['PYTHONPATH'])} {shlex.join(command)}")
+        entry["command"] = (
+            f"cd {shlex.quote(tree)} && PYTHONPATH="
+            f"{shlex.quote(env['PYTHONPATH'])} {shlex.join(command)}"
+        )
         print(f"[{tag}] {entry['command']}", flush=True)
         pipe = subprocess.PIPE if quiet else None
         start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=tree, env=env, start_new_session=True,
-                                   stdout=pipe, stderr=subprocess.STDOUT if quiet else None,
-                                   text=True)
+        process = subprocess.Popen(
+            command,
+            cwd=tree,
+            env=env,
+            start_new_session=True,
+            stdout=pipe,
+            stderr=subprocess.STDOUT if quiet else None,
+            text=True,
+        )
         try:
             output, _ = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -195,8 +240,13 @@ def run_script(tree: str, script: str, script_args: list[str], env: dict,
             raise
         entry["wall_s"] = time.perf_counter() - start
         entry["returncode"] = process.returncode
-        errors = [entry.pop("error")] if "error" in entry else \
-            [f"exit status {process.returncode}"] if process.returncode else []
+        errors = (
+            [entry.pop("error")]
+            if "error" in entry
+            else [f"exit status {process.returncode}"]
+            if process.returncode
+            else []
+        )
         try:
             with open(output_path) as handle:
                 entry["records"] = json.load(handle)
@@ -226,9 +276,9 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 # --- what is compared --------------------------------------------------------------------
 
+
 def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _flatten(value: object) -> list:
@@ -246,8 +296,9 @@ def _complex_values(record: dict | None, real: str, imaginary: str) -> list[comp
     return [complex(x, y) for x, y in zip(re_part, im_part)]
 
 
-def difference(base: dict | None, new: dict | None, real: str, imaginary: str,
-               norm: bool = False) -> float | str | None:
+def difference(
+    base: dict | None, new: dict | None, real: str, imaginary: str, norm: bool = False
+) -> float | str | None:
     """max |new - base| (or the 2-norm) of two records' complex arrays; "size differs"
     when they do not match; None when one is absent."""
     a, b = _complex_values(base, real, imaginary), _complex_values(new, real, imaginary)
@@ -288,10 +339,14 @@ def bench_jax_metrics(records: object) -> tuple[dict, dict]:
                 if _number(record.get(field)):
                     times[(problem, run, metric)] = record[field]
             if key != "numpy" and _number(record.get("compile_s")):
-                times[(problem, run, "compile s (waited+ahead)")] = \
-                    record["compile_s"] + record.get("compile_ahead_s", 0.0)
-            for field, name in (("max_bond_dimension", "bond"), ("steps", "steps"),
-                                ("host_steps", "host steps")):
+                times[(problem, run, "compile s (waited+ahead)")] = record[
+                    "compile_s"
+                ] + record.get("compile_ahead_s", 0.0)
+            for field, name in (
+                ("max_bond_dimension", "bond"),
+                ("steps", "steps"),
+                ("host_steps", "host steps"),
+            ):
                 if field in record and (key != "numpy" or field != "host_steps"):
                     checks[(problem, run, name)] = record[field]
         if _number(runs.get("max_deviation")):
@@ -305,6 +360,7 @@ def bench_jax_metrics(records: object) -> tuple[dict, dict]:
 
 def bench_jax_between(base: object, new: object) -> dict:
     """max |rho_new - rho_base| of the same problem and run in the two trees."""
+
     def record(records: object, problem: str, key: str) -> dict | None:
         runs = records.get(problem) if isinstance(records, dict) else None
         return runs.get(key) if isinstance(runs, dict) else None
@@ -312,8 +368,9 @@ def bench_jax_between(base: object, new: object) -> dict:
     result: dict = {}
     for problem in new if isinstance(new, dict) else ():
         for key, run in JAX_RUNS.items():
-            value = difference(record(base, problem, key), record(new, problem, key),
-                               "states_re", "states_im")
+            value = difference(
+                record(base, problem, key), record(new, problem, key), "states_re", "states_im"
+            )
             if value is not None:
                 result[(problem, run, "max|rho new - rho base|")] = value
     return result
@@ -382,17 +439,22 @@ def generic_metrics(records: object) -> tuple[dict, dict]:
         elif path and path[-1].endswith("_s"):
             number = value if _number(value) else _mean(value)
             if number is not None:
-                times[("/".join(path[:-2]) or "-", path[-2] if len(path) > 1 else "-",
-                       path[-1])] = number
+                times[
+                    ("/".join(path[:-2]) or "-", path[-2] if len(path) > 1 else "-", path[-1])
+                ] = number
+
     walk(records, ())
     return times, {}
 
 
-EXTRACTORS = {"bench_jax.py": (bench_jax_metrics, bench_jax_between),
-              "bench_pt_steps.py": (pt_steps_metrics, pt_steps_between)}
+EXTRACTORS = {
+    "bench_jax.py": (bench_jax_metrics, bench_jax_between),
+    "bench_pt_steps.py": (pt_steps_metrics, pt_steps_between),
+}
 
 
 # --- tables ------------------------------------------------------------------------------
+
 
 def _seconds(value: float) -> str:
     if value >= 100:
@@ -422,20 +484,44 @@ def timing_rows(rounds: list[dict], tolerance: float) -> list[dict]:
     for key in keys:
         values = {side: [r["times"][side].get(key) for r in rounds] for side in SIDES}
         present = {side: [v for v in values[side] if v is not None] for side in SIDES}
-        medians = {side: statistics.median(present[side]) if present[side] else None
-                   for side in SIDES}
-        ratios = [new / base for base, new in zip(values["base"], values["new"])
-                  if base is not None and new is not None and base > 0]
-        ratio = medians["new"] / medians["base"] \
-            if medians["base"] and medians["new"] is not None else None
+        medians = {
+            side: statistics.median(present[side]) if present[side] else None for side in SIDES
+        }
+        ratios = [
+            new / base
+            for base, new in zip(values["base"], values["new"])
+            if base is not None and new is not None and base > 0
+        ]
+        ratio = (
+            medians["new"] / medians["base"]
+            if medians["base"] and medians["new"] is not None
+            else None
+        )
         paired = statistics.median(ratios) if ratios else None
-        verdict = "-" if paired is None else "SLOWER" if paired > 1 + tolerance \
-            else "faster" if paired < 1 - tolerance else "ok"
-        rows.append({"problem": key[0], "run": key[1], "metric": key[2],
-                     "base": values["base"], "new": values["new"],
-                     "base_median": medians["base"], "new_median": medians["new"],
-                     "ratio_of_medians": ratio, "round_ratios": ratios,
-                     "median_round_ratio": paired, "verdict": verdict})
+        verdict = (
+            "-"
+            if paired is None
+            else "SLOWER"
+            if paired > 1 + tolerance
+            else "faster"
+            if paired < 1 - tolerance
+            else "ok"
+        )
+        rows.append(
+            {
+                "problem": key[0],
+                "run": key[1],
+                "metric": key[2],
+                "base": values["base"],
+                "new": values["new"],
+                "base_median": medians["base"],
+                "new_median": medians["new"],
+                "ratio_of_medians": ratio,
+                "round_ratios": ratios,
+                "median_round_ratio": paired,
+                "verdict": verdict,
+            }
+        )
     return rows
 
 
@@ -444,17 +530,27 @@ def check_rows(rounds: list[dict]) -> list[dict]:
     and the checks between the trees (column "new", base "-")."""
     rows = []
     for source in ("checks", "between"):
-        keys = _ordered_keys(*(r[source][side] for r in rounds for side in SIDES)) \
-            if source == "checks" else _ordered_keys(*(r["between"] for r in rounds))
+        keys = (
+            _ordered_keys(*(r[source][side] for r in rounds for side in SIDES))
+            if source == "checks"
+            else _ordered_keys(*(r["between"] for r in rounds))
+        )
         for key in keys:
             if source == "checks":
                 values = {side: [r["checks"][side].get(key) for r in rounds] for side in SIDES}
             else:
                 values = {"base": [], "new": [r["between"].get(key) for r in rounds]}
-            rows.append({"problem": key[0], "run": key[1], "check": key[2],
-                         "base": values["base"], "new": values["new"],
-                         "base_summary": _summary(values["base"]) if source == "checks"
-                         else "-", "new_summary": _summary(values["new"])})
+            rows.append(
+                {
+                    "problem": key[0],
+                    "run": key[1],
+                    "check": key[2],
+                    "base": values["base"],
+                    "new": values["new"],
+                    "base_summary": _summary(values["base"]) if source == "checks" else "-",
+                    "new_summary": _summary(values["new"]),
+                }
+            )
     return rows
 
 
@@ -473,8 +569,10 @@ def render(header: list[str], rows: list[list[str]]) -> str:
     header = [cell.replace("|", "\\|") for cell in header]
     rows = [[cell.replace("|", "\\|") for cell in cells] for cells in rows]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
-             for cells in [header, ["-" * w for w in widths], *rows]]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+        for cells in [header, ["-" * w for w in widths], *rows]
+    ]
     return "\n".join(lines)
 
 
@@ -485,33 +583,55 @@ def timing_table(rows: list[dict], rounds: int) -> str:
     for row in rows:
         counts = [sum(v is not None for v in row[side]) for side in SIDES]
         spread = row["round_ratios"]
-        cells.append([
-            row["problem"], row["run"], row["metric"],
-            _seconds(row["base_median"]) if row["base_median"] is not None else "missing",
-            _seconds(row["new_median"]) if row["new_median"] is not None else "missing",
-            f"{row['ratio_of_medians']:.3f}" if row["ratio_of_medians"] is not None else "-",
-            f"{row['median_round_ratio']:.3f}" if row["median_round_ratio"] is not None
-            else "-",
-            f"{min(spread):.3f}-{max(spread):.3f}" if spread else "-",
-            f"{counts[0]}/{counts[1]} of {rounds}", row["verdict"]])
-    return render(["problem", "run", "metric", "base median", "new median", "new/base",
-                   "median ratio", "ratio range", "rounds base/new", "verdict"], cells)
+        cells.append(
+            [
+                row["problem"],
+                row["run"],
+                row["metric"],
+                _seconds(row["base_median"]) if row["base_median"] is not None else "missing",
+                _seconds(row["new_median"]) if row["new_median"] is not None else "missing",
+                f"{row['ratio_of_medians']:.3f}" if row["ratio_of_medians"] is not None else "-",
+                f"{row['median_round_ratio']:.3f}"
+                if row["median_round_ratio"] is not None
+                else "-",
+                f"{min(spread):.3f}-{max(spread):.3f}" if spread else "-",
+                f"{counts[0]}/{counts[1]} of {rounds}",
+                row["verdict"],
+            ]
+        )
+    return render(
+        [
+            "problem",
+            "run",
+            "metric",
+            "base median",
+            "new median",
+            "new/base",
+            "median ratio",
+            "ratio range",
+            "rounds base/new",
+            "verdict",
+        ],
+        cells,
+    )
 
 
 def check_table(rows: list[dict]) -> str:
-    return render(["problem", "run", "check", "base", "new"],
-                  [[r["problem"], r["run"], r["check"], r["base_summary"], r["new_summary"]]
-                   for r in rows])
+    return render(
+        ["problem", "run", "check", "base", "new"],
+        [[r["problem"], r["run"], r["check"], r["base_summary"], r["new_summary"]] for r in rows],
+    )
 
 
 # --- main --------------------------------------------------------------------------------
+
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     """The runner's own arguments and ``SCRIPT ARGS...`` (after the first ``--``)."""
     if "--" not in argv:
         return argv, []
     index = argv.index("--")
-    return argv[:index], argv[index + 1:]
+    return argv[:index], argv[index + 1 :]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -519,24 +639,44 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0],
         usage="%(prog)s --base COMMIT [options] -- SCRIPT [ARGS...]",
         epilog="SCRIPT: a benchmark script relative to benchmarks/ (e.g. 'bench_jax.py "
-               "--problems B1 B2 --no-warm'); the runner adds '--json FILE' to its arguments. "
-               "See the module docstring (or benchmarks/README.md) for what is compared.")
-    parser.add_argument("--base", required=True,
-                        help="the old commit (any name git knows in this repository)")
-    parser.add_argument("--new-tree", default=REPO,
-                        help="the tree to compare against it (default: %(default)s, with its "
-                             "uncommitted changes)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds, each one run per tree, order alternating (default 3)")
-    parser.add_argument("--json", default=None,
-                        help="write all raw records, the commands and the tables here")
-    parser.add_argument("--tolerance", type=float, default=0.10,
-                        help="verdict 'SLOWER'/'faster' when the median per-round ratio "
-                             "new/base is beyond 1 +- this (default 0.10)")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds after which one run is stopped and counted as missing")
-    parser.add_argument("--quiet", action="store_true",
-                        help="capture the scripts' output (shown only when a run fails)")
+        "--problems B1 B2 --no-warm'); the runner adds '--json FILE' to its arguments. "
+        "See the module docstring (or benchmarks/README.md) for what is compared.",
+    )
+    parser.add_argument(
+        "--base", required=True, help="the old commit (any name git knows in this repository)"
+    )
+    parser.add_argument(
+        "--new-tree",
+        default=REPO,
+        help="the tree to compare against it (default: %(default)s, with its uncommitted changes)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds, each one run per tree, order alternating (default 3)",
+    )
+    parser.add_argument(
+        "--json", default=None, help="write all raw records, the commands and the tables here"
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.10,
+        help="verdict 'SLOWER'/'faster' when the median per-round ratio "
+        "new/base is beyond 1 +- this (default 0.10)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds after which one run is stopped and counted as missing",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="capture the scripts' output (shown only when a run fails)",
+    )
     return parser
 
 
@@ -557,8 +697,9 @@ def main(argv: list[str] | None = None) -> int:
     new_tree = os.path.abspath(args.new_tree)
     if not os.path.isdir(os.path.join(new_tree, "src")):
         parser.error(f"--new-tree {new_tree} has no src/ folder")
-    metrics, between = EXTRACTORS.get(os.path.basename(script),
-                                      (generic_metrics, lambda base, new: {}))
+    metrics, between = EXTRACTORS.get(
+        os.path.basename(script), (generic_metrics, lambda base, new: {})
+    )
 
     commit, base_tree = add_worktree(args.base)
     trees = {"base": base_tree, "new": new_tree}
@@ -567,21 +708,40 @@ def main(argv: list[str] | None = None) -> int:
         envs = {side: run_environment(trees[side]) for side in SIDES}
         for side in SIDES:
             info[side]["nonmarkov"] = check_import(trees[side], envs[side])
-        result = {"script": script, "script_args": script_args, "python": sys.executable,
-                  "rounds_requested": args.rounds, "tolerance": args.tolerance,
-                  "dropped_env": [k for k in DROPPED_ENV if k in os.environ],
-                  "trees": info, "rounds": []}
-        print(f"base: {commit[:9]} in {base_tree}\nnew:  {describe(info['new'])}\n"
-              f"python: {sys.executable}\nscript: {shlex.join([script, *script_args])}",
-              flush=True)
+        result = {
+            "script": script,
+            "script_args": script_args,
+            "python": sys.executable,
+            "rounds_requested": args.rounds,
+            "tolerance": args.tolerance,
+            "dropped_env": [k for k in DROPPED_ENV if k in os.environ],
+            "trees": info,
+            "rounds": [],
+        }
+        print(
+            f"base: {commit[:9]} in {base_tree}\nnew:  {describe(info['new'])}\n"
+            f"python: {sys.executable}\nscript: {shlex.join([script, *script_args])}",
+            flush=True,
+        )
         failed = False
         for number in range(args.rounds):
             order = SIDES if number % 2 == 0 else SIDES[::-1]
-            entry: dict = {"round": number + 1, "order": list(order),
-                           "load_before": list(os.getloadavg()), "runs": {}}
+            entry: dict = {
+                "round": number + 1,
+                "order": list(order),
+                "load_before": list(os.getloadavg()),
+                "runs": {},
+            }
             for side in order:
-                run = run_script(trees[side], script, script_args, envs[side], args.timeout,
-                                 args.quiet, f"round {number + 1}/{args.rounds} {side}")
+                run = run_script(
+                    trees[side],
+                    script,
+                    script_args,
+                    envs[side],
+                    args.timeout,
+                    args.quiet,
+                    f"round {number + 1}/{args.rounds} {side}",
+                )
                 failed = failed or "error" in run
                 entry["runs"][side] = run
             records = {side: entry["runs"][side]["records"] for side in SIDES}
@@ -607,10 +767,20 @@ def _json_keys(mapping: dict) -> list:
 
 def write_json(path: str, result: dict, tolerance: float) -> None:
     rounds = result["rounds"]
-    output = {**result, "timings": timing_rows(rounds, tolerance), "checks": check_rows(rounds),
-              "rounds": [{**r, "times": {s: _json_keys(r["times"][s]) for s in SIDES},
-                          "checks": {s: _json_keys(r["checks"][s]) for s in SIDES},
-                          "between": _json_keys(r["between"])} for r in rounds]}
+    output = {
+        **result,
+        "timings": timing_rows(rounds, tolerance),
+        "checks": check_rows(rounds),
+        "rounds": [
+            {
+                **r,
+                "times": {s: _json_keys(r["times"][s]) for s in SIDES},
+                "checks": {s: _json_keys(r["checks"][s]) for s in SIDES},
+                "between": _json_keys(r["between"]),
+            }
+            for r in rounds
+        ],
+    }
     with open(path, "w") as handle:
         json.dump(output, handle, indent=1)
 
@@ -618,10 +788,14 @@ def write_json(path: str, result: dict, tolerance: float) -> None:
 def report(result: dict, tolerance: float) -> None:
     rounds = result["rounds"]
     print(f"\nOld commit against new: {shlex.join([result['script'], *result['script_args']])}")
-    print(f"base: {result['trees']['base']['commit'][:9]} "
-          f"({result['trees']['base']['nonmarkov'] or 'nonmarkov did not import'})")
-    print(f"new:  {describe(result['trees']['new'])} "
-          f"({result['trees']['new']['nonmarkov'] or 'nonmarkov did not import'})")
+    print(
+        f"base: {result['trees']['base']['commit'][:9]} "
+        f"({result['trees']['base']['nonmarkov'] or 'nonmarkov did not import'})"
+    )
+    print(
+        f"new:  {describe(result['trees']['new'])} "
+        f"({result['trees']['new']['nonmarkov'] or 'nonmarkov did not import'})"
+    )
     if result["dropped_env"]:
         print(f"removed from the runs' environment: {', '.join(result['dropped_env'])}")
     print("commands (the --json file is a new temporary one in every run):")
@@ -635,8 +809,10 @@ def report(result: dict, tolerance: float) -> None:
     print(timing_table(timing_rows(rounds, tolerance), len(rounds)))
     checks = check_rows(rounds)
     if checks:
-        print("\nChecks of the results (floats: the largest over the rounds; other values: "
-              "every distinct one)\n")
+        print(
+            "\nChecks of the results (floats: the largest over the rounds; other values: "
+            "every distinct one)\n"
+        )
         print(check_table(checks))
 
 

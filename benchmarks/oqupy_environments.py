@@ -38,12 +38,30 @@ import time
 import numpy as np
 import oqupy
 
-B4 = {"alpha": 0.16, "zeta": 1.0, "cutoff": 1.0, "cutoff_type": "exponential",
-      "temperatures": (0.8, 1.6), "dt": 1.0 / 8.0, "tcut": 4.0, "epsrel": 2.0**-15,
-      "steps": 128, "field": 0.25}
-B5 = {"alpha": 0.3, "zeta": 1.0, "cutoff": 5.0, "cutoff_type": "exponential",
-      "temperature": 0.0, "dt": 0.1, "tcut": 3.0, "epsrel": 1e-4, "steps": 80,
-      "grid": (0, 80, 2)}
+B4 = {
+    "alpha": 0.16,
+    "zeta": 1.0,
+    "cutoff": 1.0,
+    "cutoff_type": "exponential",
+    "temperatures": (0.8, 1.6),
+    "dt": 1.0 / 8.0,
+    "tcut": 4.0,
+    "epsrel": 2.0**-15,
+    "steps": 128,
+    "field": 0.25,
+}
+B5 = {
+    "alpha": 0.3,
+    "zeta": 1.0,
+    "cutoff": 5.0,
+    "cutoff_type": "exponential",
+    "temperature": 0.0,
+    "dt": 0.1,
+    "tcut": 3.0,
+    "epsrel": 1e-4,
+    "steps": 80,
+    "grid": (0, 80, 2),
+}
 
 
 def _bonds(pt) -> list[int]:
@@ -57,23 +75,38 @@ def run_b4(record: dict) -> None:
     parameters = oqupy.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=spec["epsrel"])
     end_time = spec["steps"] * spec["dt"]
     pts = []
-    for name, axis, temperature in (("pt_z", "z", spec["temperatures"][0]),
-                                    ("pt_x", "x", spec["temperatures"][1])):
-        correlations = oqupy.PowerLawSD(alpha=spec["alpha"], zeta=spec["zeta"],
-                                        cutoff=spec["cutoff"], cutoff_type=spec["cutoff_type"],
-                                        temperature=temperature)
+    for name, axis, temperature in (
+        ("pt_z", "z", spec["temperatures"][0]),
+        ("pt_x", "x", spec["temperatures"][1]),
+    ):
+        correlations = oqupy.PowerLawSD(
+            alpha=spec["alpha"],
+            zeta=spec["zeta"],
+            cutoff=spec["cutoff"],
+            cutoff_type=spec["cutoff_type"],
+            temperature=temperature,
+        )
         bath = oqupy.Bath(0.5 * oqupy.operators.sigma(axis), correlations)
         start = time.perf_counter()
-        pt = oqupy.pt_tempo_compute(bath=bath, start_time=0.0, end_time=end_time,
-                                    parameters=parameters, progress_type="silent")
+        pt = oqupy.pt_tempo_compute(
+            bath=bath,
+            start_time=0.0,
+            end_time=end_time,
+            parameters=parameters,
+            progress_type="silent",
+        )
         record["wall_time_s"][name] = time.perf_counter() - start
         record["bond_dimensions"][name] = _bonds(pt)
         pts.append(pt)
     system = oqupy.System(spec["field"] * oqupy.operators.sigma("z"))
     start = time.perf_counter()
-    dynamics = oqupy.compute_dynamics(system, initial_state=oqupy.operators.spin_dm("x+"),
-                                      process_tensor=pts, start_time=0.0,
-                                      progress_type="silent")
+    dynamics = oqupy.compute_dynamics(
+        system,
+        initial_state=oqupy.operators.spin_dm("x+"),
+        process_tensor=pts,
+        start_time=0.0,
+        progress_type="silent",
+    )
     record["wall_time_s"]["dynamics"] = time.perf_counter() - start
     record["parameters"]["dkmax"] = parameters.dkmax
     record["times"] = [float(t) for t in np.real(dynamics.times)]
@@ -87,15 +120,23 @@ def run_b5(record: dict) -> None:
     """PT of the spin-boson bath, then the 40 x 40 map <sz(t_b) sz(t_a)>."""
     spec = B5
     record["parameters"] = {key: value for key, value in spec.items()}
-    correlations = oqupy.PowerLawSD(alpha=spec["alpha"], zeta=spec["zeta"],
-                                    cutoff=spec["cutoff"], cutoff_type=spec["cutoff_type"],
-                                    temperature=spec["temperature"])
+    correlations = oqupy.PowerLawSD(
+        alpha=spec["alpha"],
+        zeta=spec["zeta"],
+        cutoff=spec["cutoff"],
+        cutoff_type=spec["cutoff_type"],
+        temperature=spec["temperature"],
+    )
     bath = oqupy.Bath(0.5 * oqupy.operators.sigma("z"), correlations)
     parameters = oqupy.TempoParameters(dt=spec["dt"], tcut=spec["tcut"], epsrel=spec["epsrel"])
     start = time.perf_counter()
-    pt = oqupy.pt_tempo_compute(bath=bath, start_time=0.0,
-                                end_time=spec["steps"] * spec["dt"], parameters=parameters,
-                                progress_type="silent")
+    pt = oqupy.pt_tempo_compute(
+        bath=bath,
+        start_time=0.0,
+        end_time=spec["steps"] * spec["dt"],
+        parameters=parameters,
+        progress_type="silent",
+    )
     record["wall_time_s"]["pt_build"] = time.perf_counter() - start
     record["bond_dimensions"]["pt"] = _bonds(pt)
     system = oqupy.System(0.5 * oqupy.operators.sigma("x"))
@@ -105,9 +146,17 @@ def run_b5(record: dict) -> None:
     maps = {}
     for order in ("ordered", "anti"):
         times, maps[order] = oqupy.compute_correlations(
-            system, pt, sz, sz, grid, grid, time_order=order,
-            initial_state=oqupy.operators.spin_dm("z+"), start_time=0.0,
-            progress_type="silent")
+            system,
+            pt,
+            sz,
+            sz,
+            grid,
+            grid,
+            time_order=order,
+            initial_state=oqupy.operators.spin_dm("z+"),
+            start_time=0.0,
+            progress_type="silent",
+        )
     record["wall_time_s"]["correlations"] = time.perf_counter() - start
     combined = np.where(np.isnan(maps["ordered"]), maps["anti"], maps["ordered"])
     record["times_a"] = [float(t) for t in times[0]]
@@ -128,10 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         B4["epsrel"] = args.epsrel
     if args.steps is not None:
         B4["steps"] = args.steps
-    record: dict = {"problem": args.problem, "code": "oqupy",
-                    "oqupy_version": oqupy.__version__, "numpy_version": np.__version__,
-                    "python_version": platform.python_version(), "wall_time_s": {},
-                    "bond_dimensions": {}}
+    record: dict = {
+        "problem": args.problem,
+        "code": "oqupy",
+        "oqupy_version": oqupy.__version__,
+        "numpy_version": np.__version__,
+        "python_version": platform.python_version(),
+        "wall_time_s": {},
+        "bond_dimensions": {},
+    }
     start = time.perf_counter()
     if args.problem == "B4":
         run_b4(record)
@@ -142,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     record["maxrss_kib_after"] = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     with open(args.json, "w", encoding="utf-8") as handle:
         json.dump(record, handle)
-    summary = {key: record[key] for key in ("problem", "wall_time_s", "max_bond_dimension",
-                                            "maxrss_kib_after")}
+    summary = {
+        key: record[key]
+        for key in ("problem", "wall_time_s", "max_bond_dimension", "maxrss_kib_after")
+    }
     print(json.dumps(summary), file=sys.stdout)
     return 0
 

@@ -178,10 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         help="number of PT-TEMPO steps for B2 (default: %(default)s)",
     )
     parser.add_argument("--json", required=True, help="output JSON file")
-    parser.add_argument("--epsrel", type=float, default=None,
-                        help="override the problem's epsrel")
-    parser.add_argument("--end-time", type=float, default=None,
-                        help="override B1's end time")
+    parser.add_argument("--epsrel", type=float, default=None, help="override the problem's epsrel")
+    parser.add_argument("--end-time", type=float, default=None, help="override B1's end time")
     parser.add_argument(
         "--no-tracemalloc",
         action="store_true",

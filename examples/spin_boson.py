@@ -29,20 +29,22 @@ import nonmarkov as nm
 
 def simulate(alpha: float, end_time: float, progress: str) -> dict:
     """<sigma_z>(t) of the driven spin-boson model by TEMPO and by PT-TEMPO."""
-    correlations = nm.PowerLawSD(alpha=alpha, zeta=1, cutoff=5.0, cutoff_type="exponential",
-                                 temperature=0.2)
+    correlations = nm.PowerLawSD(
+        alpha=alpha, zeta=1, cutoff=5.0, cutoff_type="exponential", temperature=0.2
+    )
     bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations, name=f"alpha={alpha}")
     system = nm.System(0.5 * nm.operators.sigma("x"), name="driven spin")
     initial_state = nm.operators.spin_dm("up")
     parameters = nm.TempoParameters(dt=0.1, tcut=2.0, epsrel=1e-6)
 
-    tempo = nm.Tempo(system, bath, parameters, initial_state, start_time=0.0,
-                     name=f"TEMPO alpha={alpha}")
+    tempo = nm.Tempo(
+        system, bath, parameters, initial_state, start_time=0.0, name=f"TEMPO alpha={alpha}"
+    )
     dynamics = tempo.compute(end_time, progress_type=progress)
-    process_tensor = nm.pt_tempo_compute(bath, 0.0, end_time, parameters,
-                                         progress_type=progress)
-    from_pt = nm.compute_dynamics(system, initial_state, process_tensor=process_tensor,
-                                  progress_type=progress)
+    process_tensor = nm.pt_tempo_compute(bath, 0.0, end_time, parameters, progress_type=progress)
+    from_pt = nm.compute_dynamics(
+        system, initial_state, process_tensor=process_tensor, progress_type=progress
+    )
     sigma_z = nm.operators.sigma("z")
     times, z_tempo = dynamics.expectations(sigma_z, real=True)
     _, z_pt = from_pt.expectations(sigma_z, real=True)
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         deviation = float(np.max(np.abs(result["tempo"] - result["pt"])))
         print(f"  max |<sigma_z>_TEMPO - <sigma_z>_PT| = {deviation:.2e}")
         result["dynamics"].export(
-            os.path.join(args.output, f"spin_boson_alpha_{alpha}.h5"), overwrite=True)
+            os.path.join(args.output, f"spin_boson_alpha_{alpha}.h5"), overwrite=True
+        )
         results[alpha] = result
 
     arrays = {"alphas": np.array(args.alphas), "times": results[args.alphas[0]]["times"]}
@@ -83,9 +86,16 @@ def main(argv: list[str] | None = None) -> int:
 
     figure, axes = plt.subplots(figsize=(7, 4))
     for alpha, result in results.items():
-        line, = axes.plot(result["times"], result["tempo"], label=f"TEMPO, alpha={alpha}")
-        axes.plot(result["times"], result["pt"], "o", markersize=3, color=line.get_color(),
-                  markevery=3, label=f"process tensor, alpha={alpha}")
+        (line,) = axes.plot(result["times"], result["tempo"], label=f"TEMPO, alpha={alpha}")
+        axes.plot(
+            result["times"],
+            result["pt"],
+            "o",
+            markersize=3,
+            color=line.get_color(),
+            markevery=3,
+            label=f"process tensor, alpha={alpha}",
+        )
     axes.set_xlabel("time t")
     axes.set_ylabel(r"$\langle\sigma_z\rangle(t)$")
     axes.set_title("Driven spin-boson model (Ohmic, wc = 5, T = 0.2)")

@@ -59,13 +59,19 @@ def _default(variable: str, fallback: str) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nonmarkov")
     group.addoption(
-        "--backend", action="store", default=_default("NONMARKOV_BACKEND", "numpy"),
+        "--backend",
+        action="store",
+        default=_default("NONMARKOV_BACKEND", "numpy"),
         choices=list(nm_config.VALID_BACKENDS),
-        help="numerical backend for the session (default: $NONMARKOV_BACKEND or numpy)")
+        help="numerical backend for the session (default: $NONMARKOV_BACKEND or numpy)",
+    )
     group.addoption(
-        "--precision", action="store", default=_default("NONMARKOV_PRECISION", "double"),
+        "--precision",
+        action="store",
+        default=_default("NONMARKOV_PRECISION", "double"),
         choices=list(nm_config.VALID_PRECISIONS),
-        help="precision for the session (default: $NONMARKOV_PRECISION or double)")
+        help="precision for the session (default: $NONMARKOV_PRECISION or double)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,8 +107,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if name == active:
                 strict = bool(marker.kwargs.get("strict", False))
                 item.add_marker(
-                    pytest.mark.xfail(reason=f"expected to fail on {name}: {reason}",
-                                      strict=strict))
+                    pytest.mark.xfail(reason=f"expected to fail on {name}: {reason}", strict=strict)
+                )
 
 
 def _marker_arguments(marker: pytest.Mark, item: pytest.Item) -> tuple[str, str]:
@@ -113,7 +119,8 @@ def _marker_arguments(marker: pytest.Mark, item: pytest.Item) -> tuple[str, str]
     if name not in nm_config.VALID_BACKENDS:
         raise pytest.UsageError(
             f"{item.nodeid}: @{marker.name} needs a backend name, one of "
-            f"{list(nm_config.VALID_BACKENDS)}; got {name!r}")
+            f"{list(nm_config.VALID_BACKENDS)}; got {name!r}"
+        )
     return name, reason
 
 
@@ -180,8 +187,9 @@ class Tolerances:
         actual = numpy.asarray(actual)
         desired = numpy.asarray(desired)
         scale = max(1.0, float(numpy.max(numpy.abs(desired)))) if desired.size else 1.0
-        numpy.testing.assert_allclose(actual, desired, rtol=rtol, atol=rtol * scale,
-                                      err_msg=err_msg)
+        numpy.testing.assert_allclose(
+            actual, desired, rtol=rtol, atol=rtol * scale, err_msg=err_msg
+        )
 
 
 TOLERANCES = {

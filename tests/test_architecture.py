@@ -28,7 +28,7 @@ def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
@@ -53,7 +53,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
             if node.startswith(target + "."):
                 continue
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state:
                 found = visit(target)
                 if found:

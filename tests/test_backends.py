@@ -28,8 +28,9 @@ BACKENDS = ["numpy", pytest.param("jax", marks=needs_jax)]
 def run_python(code: str, **environment: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.update(environment)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def sample_matrix() -> numpy.ndarray:
@@ -108,10 +109,13 @@ def test_use_backend_restores_the_previous_backend_on_exception(name):
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-@pytest.mark.parametrize("precision, complex_dtype, float_dtype", [
-    ("double", numpy.complex128, numpy.float64),
-    ("single", numpy.complex64, numpy.float32),
-])
+@pytest.mark.parametrize(
+    "precision, complex_dtype, float_dtype",
+    [
+        ("double", numpy.complex128, numpy.float64),
+        ("single", numpy.complex64, numpy.float32),
+    ],
+)
 def test_dtypes_follow_the_precision(name, precision, complex_dtype, float_dtype):
     with backends.use_backend(name, precision):
         assert np.dtype_complex == complex_dtype
@@ -138,8 +142,7 @@ def test_update_semantics(name):
     with backends.use_backend(name):
         array = np.zeros((3, 2), dtype=np.dtype_float)
         updated = np.update(array, (1, slice(None)), np.asarray([4.0, 5.0]))
-        numpy.testing.assert_array_equal(
-            np.to_host(updated), [[0.0, 0.0], [4.0, 5.0], [0.0, 0.0]])
+        numpy.testing.assert_array_equal(np.to_host(updated), [[0.0, 0.0], [4.0, 5.0], [0.0, 0.0]])
         if name == "numpy":
             assert updated is array  # in place, no copy
         else:
@@ -167,8 +170,15 @@ def test_random_floats_are_identical_across_backends():
 def test_info_describes_the_active_backend(name):
     with backends.use_backend(name):
         details = backends.info()
-        assert set(details) == {"backend", "version", "precision", "dtype_complex",
-                                "dtype_float", "devices", "default_device"}
+        assert set(details) == {
+            "backend",
+            "version",
+            "precision",
+            "dtype_complex",
+            "dtype_float",
+            "devices",
+            "default_device",
+        }
         assert details["backend"] == name
         assert details["version"].startswith("numpy" if name == "numpy" else "jax")
         assert details["precision"] == backends.get_precision()
@@ -188,8 +198,13 @@ def test_host_helpers_return_host_results_and_move_them_once():
 
 
 def test_command_line_info():
-    result = subprocess.run([sys.executable, "-m", "nonmarkov", "info"], capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "NONMARKOV_BACKEND": ""})
+    result = subprocess.run(
+        [sys.executable, "-m", "nonmarkov", "info"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NONMARKOV_BACKEND": ""},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("nonmarkov ")
     assert "backend" in result.stdout and "numpy" in result.stdout
@@ -198,13 +213,18 @@ def test_command_line_info():
 
 @needs_jax
 def test_command_line_info_for_jax():
-    result = subprocess.run([sys.executable, "-m", "nonmarkov", "info", "--backend", "jax"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "nonmarkov", "info", "--backend", "jax"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "jax" in result.stdout
 
 
 # --- errors ---------------------------------------------------------------------------------
+
 
 def test_unknown_backend_lists_the_valid_values():
     before = nb.get_state()
@@ -246,21 +266,27 @@ def test_bogus_backend_environment_variable_fails_at_import():
 
 
 def test_bogus_precision_environment_variable_fails_at_import():
-    result = run_python("import nonmarkov", NONMARKOV_PRECISION="quadruple",
-                        NONMARKOV_BACKEND="numpy")
+    result = run_python(
+        "import nonmarkov", NONMARKOV_PRECISION="quadruple", NONMARKOV_BACKEND="numpy"
+    )
     assert result.returncode != 0
     assert "NONMARKOV_PRECISION" in result.stderr
     assert "['double', 'single']" in result.stderr
 
 
-@pytest.mark.parametrize("variable, value, expected", [
-    ("NONMARKOV_BACKEND", "NumPy", "numpy"),
-    ("NONMARKOV_PRECISION", "single", "complex64"),
-])
+@pytest.mark.parametrize(
+    "variable, value, expected",
+    [
+        ("NONMARKOV_BACKEND", "NumPy", "numpy"),
+        ("NONMARKOV_PRECISION", "single", "complex64"),
+    ],
+)
 def test_environment_variables_are_read_at_import(variable, value, expected):
     env = {"NONMARKOV_BACKEND": "numpy", variable: value}
-    code = ("from nonmarkov import backends; d = backends.info(); "
-            "print(d['backend'], d['dtype_complex'])")
+    code = (
+        "from nonmarkov import backends; d = backends.info(); "
+        "print(d['backend'], d['dtype_complex'])"
+    )
     result = run_python(code, **env)
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
@@ -268,8 +294,10 @@ def test_environment_variables_are_read_at_import(variable, value, expected):
 
 @needs_jax
 def test_jax_environment_variable_selects_jax_with_x64():
-    code = ("from nonmarkov.backends import np, get_backend; "
-            "print(get_backend(), np.asarray_complex([1.0]).dtype)")
+    code = (
+        "from nonmarkov.backends import np, get_backend; "
+        "print(get_backend(), np.asarray_complex([1.0]).dtype)"
+    )
     result = run_python(code, NONMARKOV_BACKEND="jax", NONMARKOV_PRECISION="double")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["jax", "complex128"]

@@ -90,6 +90,7 @@ def test_bath_keeps_its_correlations(correlations):
 
 # --- bad input -------------------------------------------------------------------------------
 
+
 def test_non_hermitian_coupling_operator(correlations):
     with pytest.raises(ValueError, match="coupling_operator must be Hermitian"):
         nonmarkov.Bath(op.sigma("+"), correlations)

@@ -67,8 +67,9 @@ jax_engine = pytest.importorskip("nonmarkov.engines.jax.engine")
 def independent_boson():
     """Three-level independent-boson model (degenerate-free S, [H, S] = 0)."""
     system = nm.System(numpy.diag([0.4, 0.0, -0.7]).astype(complex))
-    bath = nm.Bath(numpy.diag([1.0, 0.0, -0.5]).astype(complex),
-                   nm.PowerLawSD(0.1, 1.0, 4.0, temperature=0.0))
+    bath = nm.Bath(
+        numpy.diag([1.0, 0.0, -0.5]).astype(complex), nm.PowerLawSD(0.1, 1.0, 4.0, temperature=0.0)
+    )
     psi = numpy.array([1.0, 0.8 * numpy.exp(0.3j), 0.6 * numpy.exp(-1.1j)])
     psi = psi / numpy.linalg.norm(psi)
     return system, bath, numpy.outer(psi, psi.conj())
@@ -79,13 +80,15 @@ def engine_options(**changes):
     return nm.options.default_options().replace(**changes)
 
 
-def run_tempo(model, parameters, end_time, backend="jax", precision="double", unique=False,
-              **options):
+def run_tempo(
+    model, parameters, end_time, backend="jax", precision="double", unique=False, **options
+):
     """States of a TEMPO run; ``options`` change the engine options (bucket, chunk...)."""
     system, bath, rho0 = model
     with backends.use_backend(backend, precision):
-        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=unique,
-                         options=engine_options(**options))
+        tempo = nm.Tempo(
+            system, bath, parameters, rho0, 0.0, unique=unique, options=engine_options(**options)
+        )
         states = tempo.compute(end_time, progress_type="silent").states
     return numpy.asarray(states), tempo
 
@@ -93,6 +96,7 @@ def run_tempo(model, parameters, end_time, backend="jax", precision="double", un
 # --------------------------------------------------------------------------
 # the kept-rank rule on the device
 # --------------------------------------------------------------------------
+
 
 def spectra():
     """Descending spectra: random decays, multiplets at the cut, zeros, one value."""
@@ -120,14 +124,15 @@ def test_device_rank_rule_equals_host_rule():
     cases = spectra()
     with backends.use_backend("jax", "double"):
         for max_rank in (None, 2):
-            rule = jax.jit(jax.vmap(lambda s, e, m=max_rank: device_rank(s, e, m),
-                                    in_axes=(0, None)))
+            rule = jax.jit(
+                jax.vmap(lambda s, e, m=max_rank: device_rank(s, e, m), in_axes=(0, None))
+            )
             for epsrel in (1e-1, 1e-3, 1e-6, 1e-10):
                 expected = [truncation.kept_rank(s, epsrel, max_rank) for s in cases]
                 for length in (30, 37):  # trailing zeros of a padded bond change nothing
                     padded = numpy.zeros((len(cases), length))
                     for row, s in zip(padded, cases):
-                        row[:len(s)] = s
+                        row[: len(s)] = s
                     got = numpy.asarray(rule(jax.device_put(padded), epsrel)).tolist()
                     assert got == expected, (epsrel, max_rank, length)
 
@@ -155,14 +160,17 @@ def test_bond_buckets():
 # padding, chunking and the NumPy backend
 # --------------------------------------------------------------------------
 
+
 def test_padding_and_chunks_do_not_change_the_result():
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
     # bucket 4 with chunks of 3 steps: the window outgrows its bucket and chunks are redone
-    small, tempo_small = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3,
-                                   host_start=False)
-    large, tempo_large = run_tempo(model, parameters, 1.2, initial_bond=40, chunk=16,
-                                   host_start=False)
+    small, tempo_small = run_tempo(
+        model, parameters, 1.2, initial_bond=4, chunk=3, host_start=False
+    )
+    large, tempo_large = run_tempo(
+        model, parameters, 1.2, initial_bond=40, chunk=16, host_start=False
+    )
     assert tempo_small.engine.compiled.bond > 4  # it did grow
     assert tempo_small.engine.compiled.redos > 0
     assert tempo_large.engine.compiled.bond == 40
@@ -170,15 +178,17 @@ def test_padding_and_chunks_do_not_change_the_result():
     numpy.testing.assert_allclose(small, large, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("dkmax, host_start", [(1, False), (1, True), (2, False), (2, True),
-                                               (None, True)])
+@pytest.mark.parametrize(
+    "dkmax, host_start", [(1, False), (1, True), (2, False), (2, True), (None, True)]
+)
 def test_compiled_agrees_with_numpy(dkmax, host_start):
     """Memory cut at 1 and 2 points (trace into the front) and full memory (growing
     capacity); from the first step on the device, or after the host start."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
-    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=4,
-                              host_start=host_start)
+    on_jax, tempo = run_tempo(
+        model, parameters, 1.4, initial_bond=4, chunk=4, host_start=host_start
+    )
     on_numpy, reference = run_tempo(model, parameters, 1.4, backend="numpy")
     assert isinstance(tempo.engine, jax_engine.JaxWindowEngine)
     assert isinstance(reference.engine, HostWindowEngine)
@@ -232,7 +242,7 @@ def test_padding_of_the_window_is_exactly_zero():
     engine = tempo.engine.compiled
     assert engine.bond == 24 and tempo.max_bond_dimension < 24
     front = numpy.asarray(engine._front)
-    sites = numpy.asarray(engine._sites)[:engine._count]
+    sites = numpy.asarray(engine._sites)[: engine._count]
     lefts = [int(numpy.count_nonzero(numpy.any(site != 0.0, axis=(1, 2)))) for site in sites]
     rights = [int(numpy.count_nonzero(numpy.any(site != 0.0, axis=(0, 1)))) for site in sites]
     front_bond = int(numpy.count_nonzero(numpy.any(front != 0.0, axis=0)))
@@ -250,13 +260,13 @@ def test_first_growth_takes_the_smallest_bucket_that_fits():
     """A bucket above the bonds costs every step (~D^3); one more compilation costs once."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
-    small, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3,
-                             host_start=False)
+    small, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=3, host_start=False)
     engine = tempo.engine.compiled
     engine._grown = False
     assert engine.grown_bond(11) == 12  # first growth: no headroom
-    assert engine.grown_bond(11) == padding.bond_bucket(
-        math.ceil(compiled.GROWTH_HEADROOM * 11)) == 14  # the bond is still rising
+    assert (
+        engine.grown_bond(11) == padding.bond_bucket(math.ceil(compiled.GROWTH_HEADROOM * 11)) == 14
+    )  # the bond is still rising
     # the run itself grew from 4 through the policy and kept the NumPy result
     reference, numpy_tempo = run_tempo(model, parameters, 1.2, backend="numpy")
     assert tempo.max_bond_dimension == numpy_tempo.max_bond_dimension > 4
@@ -270,8 +280,9 @@ def test_chunks_shorten_and_the_bucket_grows_ahead_of_a_steady_rise(monkeypatch)
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=6)
     # whole steps at every bucket
-    _, tempo = run_tempo(model, parameters, 0.3, initial_bond=40, chunk=8, host_start=False,
-                         sitewise="off")
+    _, tempo = run_tempo(
+        model, parameters, 0.3, initial_bond=40, chunk=8, host_start=False, sitewise="off"
+    )
     engine = tempo.engine.compiled
     assert engine.schedule.deterministic
     ahead = []
@@ -340,8 +351,7 @@ def test_a_bucket_left_above_the_ranks_shrinks_with_the_same_result(monkeypatch)
         resize(engine, bond, capacity)
 
     monkeypatch.setattr(compiled.CompiledWindow, "_resize", recorded)
-    states, tempo = run_tempo(model, parameters, 3.0, initial_bond=4, chunk=4,
-                              host_start=False)
+    states, tempo = run_tempo(model, parameters, 3.0, initial_bond=4, chunk=4, host_start=False)
     engine = tempo.engine.compiled
     assert engine.shrinks >= 1 and engine._grown
     assert engine.bond < max(buckets)  # came down from a bucket grown with headroom
@@ -382,8 +392,9 @@ def test_chunks_hold_at_most_the_redo_seconds_of_steps(monkeypatch):
     monkeypatch.setattr(scheduling, "REDO_SECONDS", 1e-9)
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=4)
-    states, tempo = run_tempo(model, parameters, 2.0, chunk=8, host_start=False,
-                              deterministic=False)
+    states, tempo = run_tempo(
+        model, parameters, 2.0, chunk=8, host_start=False, deterministic=False
+    )
     engine = tempo.engine.compiled
     assert not engine.schedule.deterministic
     assert engine.chunks == 19 and engine.schedule.step_seconds > 0.0  # steps 2..20
@@ -401,8 +412,10 @@ def test_svd_algorithm_is_a_choice_that_does_not_change_the_result():
 
     assert padding._svd_algorithm("default", "cpu") is None
     assert padding._svd_algorithm("qr", "cpu") == lax.linalg.SvdAlgorithm.QR
-    assert padding._svd_algorithm("divide_and_conquer", "gpu") == \
-        lax.linalg.SvdAlgorithm.DIVIDE_AND_CONQUER
+    assert (
+        padding._svd_algorithm("divide_and_conquer", "gpu")
+        == lax.linalg.SvdAlgorithm.DIVIDE_AND_CONQUER
+    )
     for removed in ("eigh", "jacobi", "polar", "fast"):
         with pytest.raises(ValueError, match="svd option"):
             nm.options.EngineOptions(svd=removed)
@@ -419,6 +432,7 @@ def test_svd_algorithm_is_a_choice_that_does_not_change_the_result():
 # host round trips
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("levels", [None, (2, 3, 4, 6)])
 def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(levels, monkeypatch):
     """Also with site levels: their sizes are chosen on the device."""
@@ -430,8 +444,7 @@ def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(levels, monke
         tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, options=engine_options(chunk=4))
         tempo.compute(0.5, progress_type="silent")  # host start, compiles; bond settles
         engine = tempo.engine.compiled
-        bond, fetches, chunks, redos = engine.bond, engine.fetches, engine.chunks, \
-            engine.redos
+        bond, fetches, chunks, redos = engine.bond, engine.fetches, engine.chunks, engine.redos
         with jax.transfer_guard("disallow"):
             # the guard is active: an implicit device-to-host copy fails
             with pytest.raises(Exception, match="[Dd]isallowed"):
@@ -448,6 +461,7 @@ def test_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(levels, monke
 # --------------------------------------------------------------------------
 # single precision
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("levels", [None, (3, 4, 6, 8)])
 def test_single_precision_is_complex64_end_to_end_and_close_to_double(levels, monkeypatch):
@@ -477,6 +491,7 @@ def test_single_precision_is_complex64_end_to_end_and_close_to_double(levels, mo
 # persistent compilation cache
 # --------------------------------------------------------------------------
 
+
 def test_enable_compilation_cache_sets_jax_options(tmp_path):
     previous = jax.config.jax_compilation_cache_dir
     try:
@@ -502,24 +517,31 @@ def test_compilation_cache_rejects_bad_paths(tmp_path):
 
 def test_cache_environment_variable_fills_the_cache(tmp_path):
     cache = tmp_path / "jax-cache"
-    code = ("import numpy as np, nonmarkov as nm\n"
-            "s = nm.System(np.diag([0.3, -0.3]).astype(complex))\n"
-            "b = nm.Bath(np.diag([0.5, -0.5]).astype(complex), nm.PowerLawSD(0.1, 1.0, 4.0))\n"
-            "p = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)\n"
-            "o = nm.options.EngineOptions(host_start=False)\n"
-            "nm.Tempo(s, b, p, np.diag([1.0, 0.0]), 0.0, options=o).compute(\n"
-            "    0.6, progress_type='silent')\n"
-            "print(nm.backends.compilation_cache_dir())\n")
+    code = (
+        "import numpy as np, nonmarkov as nm\n"
+        "s = nm.System(np.diag([0.3, -0.3]).astype(complex))\n"
+        "b = nm.Bath(np.diag([0.5, -0.5]).astype(complex), nm.PowerLawSD(0.1, 1.0, 4.0))\n"
+        "p = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)\n"
+        "o = nm.options.EngineOptions(host_start=False)\n"
+        "nm.Tempo(s, b, p, np.diag([1.0, 0.0]), 0.0, options=o).compute(\n"
+        "    0.6, progress_type='silent')\n"
+        "print(nm.backends.compilation_cache_dir())\n"
+    )
     # host start off: this short run would end on the host before its kernel compiled
     env = {**os.environ, "NONMARKOV_BACKEND": "jax", "NONMARKOV_JAX_CACHE_DIR": str(cache)}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(cache)
     assert cache.is_dir() and len(os.listdir(cache)) > 0
-    bad = subprocess.run([sys.executable, "-c", "import nonmarkov"], capture_output=True,
-                         text=True, timeout=120,
-                         env={**env, "NONMARKOV_JAX_CACHE_DIR": os.devnull})
+    bad = subprocess.run(
+        [sys.executable, "-c", "import nonmarkov"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "NONMARKOV_JAX_CACHE_DIR": os.devnull},
+    )
     assert bad.returncode != 0
     assert "NONMARKOV_JAX_CACHE_DIR" in bad.stderr and "not a directory" in bad.stderr
 
@@ -536,6 +558,7 @@ def test_info_names_the_device():
 # --------------------------------------------------------------------------
 # sites worked on at smaller sizes than the bucket (site levels)
 # --------------------------------------------------------------------------
+
 
 def test_site_levels_are_grid_sizes_below_the_bucket_for_large_work_on_a_cpu():
     assert compiled.site_levels(20, 5, 9, "cpu") == (14, 15, 16, 18)  # choice 'auto'
@@ -562,8 +585,14 @@ def test_the_site_levels_option_reaches_the_window():
     levels = {}
     with backends.use_backend("jax", "double"):
         for choice in ("auto", "on", "off"):
-            tempo = nm.Tempo(system, bath, parameters, rho0, 0.0,
-                             options=engine_options(site_levels=choice, initial_bond=24))
+            tempo = nm.Tempo(
+                system,
+                bath,
+                parameters,
+                rho0,
+                0.0,
+                options=engine_options(site_levels=choice, initial_bond=24),
+            )
             levels[choice] = tempo.engine.compiled._levels(24)
     # spin boson: m = 4, r = 3, m (24 r)^3 >= SITE_LEVEL_WORK
     expected = compiled.site_levels(24, 3, 4, jax.default_backend())
@@ -574,9 +603,13 @@ def test_the_site_levels_option_reaches_the_window():
 
 def force_site_levels(monkeypatch, levels):
     """Kernels of any bucket D get the ``levels`` below D (and none above it)."""
-    monkeypatch.setattr(compiled, "site_levels",
-                        lambda bond, num_rows, dim_m, platform, choice="auto":
-                        tuple(size for size in levels if size < bond))
+    monkeypatch.setattr(
+        compiled,
+        "site_levels",
+        lambda bond, num_rows, dim_m, platform, choice="auto": tuple(
+            size for size in levels if size < bond
+        ),
+    )
 
 
 def test_a_step_with_site_levels_equals_the_step_at_the_full_bucket():
@@ -589,15 +622,23 @@ def test_a_step_with_site_levels_equals_the_step_at_the_full_bucket():
     assert engine.bond == 24 and engine._count == 7
     with backends.use_backend("jax", "double"):
         between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
-        args = (engine._front, engine._sites, engine._count_device, engine._log_scale,
-                between, second, engine._constants)
+        args = (
+            engine._front,
+            engine._sites,
+            engine._count_device,
+            engine._log_scale,
+            between,
+            second,
+            engine._constants,
+        )
         results = {}
         for levels in [(), (3, 4, 6, 8, 12, 16)]:
-            step = compiled._compiled_step(engine.memory, None, "cpu", "trace", "default",
-                                           levels)
+            step = compiled._compiled_step(engine.memory, None, "cpu", "trace", "default", levels)
             results[levels] = jax.device_get(step(*args))
-    bonds = [int((numpy.abs(site) > 0).any(axis=(1, 2)).sum())
-             for site in numpy.asarray(engine._sites)[:engine._count]]
+    bonds = [
+        int((numpy.abs(site) > 0).any(axis=(1, 2)).sum())
+        for site in numpy.asarray(engine._sites)[: engine._count]
+    ]
     assert min(bonds) <= 4 and 16 < max(bonds) < 24  # sizes 4 to 24 are taken
     full, levelled = results[()], results[(3, 4, 6, 8, 12, 16)]
     for index in (2, 5):  # count, largest wanted rank
@@ -605,14 +646,15 @@ def test_a_step_with_site_levels_equals_the_step_at_the_full_bucket():
     for index in (3, 4):  # log-scale, read-out
         numpy.testing.assert_allclose(levelled[index], full[index], rtol=0, atol=1e-12)
     # the window as one state (its sites are fixed only up to gauges on the bonds)
-    numpy.testing.assert_allclose(window_state(*levelled[:3]), window_state(*full[:3]),
-                                  rtol=0, atol=1e-12)
+    numpy.testing.assert_allclose(
+        window_state(*levelled[:3]), window_state(*full[:3]), rtol=0, atol=1e-12
+    )
 
 
 def window_state(front, sites, count):
     """The padded window contracted to one tensor (x, m, m, ...) over ``count`` sites."""
     state = numpy.asarray(front)
-    for site in numpy.asarray(sites)[:int(count)]:
+    for site in numpy.asarray(sites)[: int(count)]:
         state = numpy.tensordot(state, site, axes=([state.ndim - 1], [0]))
     return state[..., 0]
 
@@ -623,8 +665,9 @@ def test_tempo_with_site_levels_agrees_with_numpy(dkmax, monkeypatch):
     force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
     model = independent_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
-    on_jax, tempo = run_tempo(model, parameters, 1.4, initial_bond=4, chunk=3, unique=True,
-                              host_start=False)
+    on_jax, tempo = run_tempo(
+        model, parameters, 1.4, initial_bond=4, chunk=3, unique=True, host_start=False
+    )
     on_numpy, reference = run_tempo(model, parameters, 1.4, backend="numpy", unique=True)
     assert tempo.engine.compiled.bond > 4
     assert tempo.max_bond_dimension == reference.max_bond_dimension
@@ -635,12 +678,12 @@ def test_pt_tempo_with_site_levels_agrees_with_numpy(monkeypatch):
     force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.0, initial_bond=4, chunk=3,
-                                    host_start=False)
+    on_jax, pt_tempo = run_pt_tempo(
+        bath, parameters, 1.0, initial_bond=4, chunk=3, host_start=False
+    )
     on_numpy, _ = run_pt_tempo(bath, parameters, 1.0, backend="numpy")
     assert pt_tempo.engine.compiled.bond > 4
-    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
-                                     on_numpy.get_bond_dimensions())
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(), on_numpy.get_bond_dimensions())
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
 
 
@@ -663,11 +706,18 @@ def test_a_shrink_counts_the_size_the_largest_sites_already_work_at(monkeypatch)
 # PT-TEMPO with the compiled window (oldest='finalize')
 # --------------------------------------------------------------------------
 
+
 def run_pt_tempo(bath, parameters, end_time, backend="jax", filename=None, **options):
     """A PT-TEMPO run; ``options`` change the engine options (bucket, chunk...)."""
     with backends.use_backend(backend, "double"):
-        pt_tempo = nm.PtTempo(bath, 0.0, end_time, parameters, process_tensor_file=filename,
-                              options=engine_options(**options))
+        pt_tempo = nm.PtTempo(
+            bath,
+            0.0,
+            end_time,
+            parameters,
+            process_tensor_file=filename,
+            options=engine_options(**options),
+        )
         process_tensor = pt_tempo.get_process_tensor(progress_type="silent")
     return process_tensor, pt_tempo
 
@@ -675,8 +725,12 @@ def run_pt_tempo(bath, parameters, end_time, backend="jax", filename=None, **opt
 def pt_dynamics(process_tensor, backend="numpy"):
     """Spin-boson dynamics (H_S = 0.5 sx + 0.2 sz, spin up) with ``process_tensor``."""
     with backends.use_backend(backend, "double"):
-        dynamics = nm.compute_dynamics(nm.System(0.5 * SX + 0.2 * SZ), numpy.diag([1.0, 0.0]),
-                                       process_tensor=process_tensor, progress_type="silent")
+        dynamics = nm.compute_dynamics(
+            nm.System(0.5 * SX + 0.2 * SZ),
+            numpy.diag([1.0, 0.0]),
+            process_tensor=process_tensor,
+            progress_type="silent",
+        )
     return numpy.asarray(dynamics.states)
 
 
@@ -685,8 +739,9 @@ def test_compiled_pt_tempo_agrees_with_numpy(dkmax):
     """Same process tensor (bonds, norms, dynamics) as NumPy; the bond bucket grows."""
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3,
-                                    host_start=False)
+    on_jax, pt_tempo = run_pt_tempo(
+        bath, parameters, 1.4, initial_bond=4, chunk=3, host_start=False
+    )
     on_numpy, reference = run_pt_tempo(bath, parameters, 1.4, backend="numpy")
     assert isinstance(pt_tempo.engine, jax_engine.JaxWindowEngine)
     assert isinstance(reference.engine, HostWindowEngine)
@@ -695,8 +750,7 @@ def test_compiled_pt_tempo_agrees_with_numpy(dkmax):
     assert pt_tempo.engine.compiled.redos > 0
     assert pt_tempo.max_bond_dimension == reference.max_bond_dimension
     assert len(on_jax) == len(on_numpy) == 14
-    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
-                                     on_numpy.get_bond_dimensions())
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(), on_numpy.get_bond_dimensions())
     # a step tensor is fixed up to unitary gauges on its bonds: its norm (with the
     # log-norm share it received) is not
     for step in range(len(on_numpy)):
@@ -715,15 +769,16 @@ def test_compiled_pt_tempo_streams_to_a_file(tmp_path):
     assert pt_tempo.engine.compiled.chunks > 0
     assert isinstance(on_file, nm.FileProcessTensor) and filename.is_file()
     assert len(on_file) == len(in_memory) == 10
-    numpy.testing.assert_array_equal(on_file.get_bond_dimensions(),
-                                     in_memory.get_bond_dimensions())
-    numpy.testing.assert_allclose(pt_dynamics(on_file, "jax"), pt_dynamics(in_memory),
-                                  rtol=0, atol=1e-12)
+    numpy.testing.assert_array_equal(on_file.get_bond_dimensions(), in_memory.get_bond_dimensions())
+    numpy.testing.assert_allclose(
+        pt_dynamics(on_file, "jax"), pt_dynamics(in_memory), rtol=0, atol=1e-12
+    )
 
 
 # --------------------------------------------------------------------------
 # compute_dynamics as one compiled scan
 # --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def two_process_tensors():
@@ -731,26 +786,37 @@ def two_process_tensors():
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=3)
     baths = [spin_boson()[1], nm.Bath(0.5 * SX, nm.PowerLawSD(0.1, 1.0, 3.0))]
     with backends.use_backend("numpy", "double"):
-        return [nm.PtTempo(bath, 0.0, 1.2, parameters).get_process_tensor(
-            progress_type="silent") for bath in baths]
+        return [
+            nm.PtTempo(bath, 0.0, 1.2, parameters).get_process_tensor(progress_type="silent")
+            for bath in baths
+        ]
 
 
 @pytest.mark.parametrize("record_all", [True, False])
 @pytest.mark.parametrize("num_baths", [1, 2])
-def test_scanned_dynamics_agrees_with_the_step_loop(two_process_tensors, monkeypatch,
-                                                    num_baths, record_all):
+def test_scanned_dynamics_agrees_with_the_step_loop(
+    two_process_tensors, monkeypatch, num_baths, record_all
+):
     calls = []
     original = jax_engine.run_chain
-    monkeypatch.setattr(jax_engine, "run_chain",
-                        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    monkeypatch.setattr(
+        jax_engine,
+        "run_chain",
+        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs),
+    )
     process_tensor = two_process_tensors[0] if num_baths == 1 else two_process_tensors
     system = nm.System(0.5 * SX + 0.2 * SZ)
     rho0 = spin_boson()[2]
     results = {}
     for backend in ("numpy", "jax"):
         with backends.use_backend(backend, "double"):
-            dynamics = nm.compute_dynamics(system, rho0, process_tensor=process_tensor,
-                                           record_all=record_all, progress_type="silent")
+            dynamics = nm.compute_dynamics(
+                system,
+                rho0,
+                process_tensor=process_tensor,
+                record_all=record_all,
+                progress_type="silent",
+            )
         results[backend] = (numpy.asarray(dynamics.times), numpy.asarray(dynamics.states))
     assert calls == [1]  # the JAX run took the scan, the NumPy run the loop
     assert len(results["jax"][0]) == (13 if record_all else 2)
@@ -766,9 +832,17 @@ def test_dynamics_with_control_keeps_the_step_loop(two_process_tensors, monkeypa
     results = []
     for backend in ("numpy", "jax"):
         with backends.use_backend(backend, "double"):
-            results.append(numpy.asarray(nm.compute_dynamics(
-                system, numpy.diag([1.0, 0.0]), process_tensor=two_process_tensors[0],
-                control=control, progress_type="silent").states))
+            results.append(
+                numpy.asarray(
+                    nm.compute_dynamics(
+                        system,
+                        numpy.diag([1.0, 0.0]),
+                        process_tensor=two_process_tensors[0],
+                        control=control,
+                        progress_type="silent",
+                    ).states
+                )
+            )
     numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)
 
 
@@ -778,9 +852,17 @@ def test_scanned_dynamics_of_a_prefix_uses_the_whole_process_tensor(two_process_
     results = []
     for backend in ("numpy", "jax"):
         with backends.use_backend(backend, "double"):
-            results.append(numpy.asarray(nm.compute_dynamics(
-                system, numpy.diag([0.0, 1.0]), process_tensor=two_process_tensors,
-                num_steps=5, progress_type="silent").states))
+            results.append(
+                numpy.asarray(
+                    nm.compute_dynamics(
+                        system,
+                        numpy.diag([0.0, 1.0]),
+                        process_tensor=two_process_tensors,
+                        num_steps=5,
+                        progress_type="silent",
+                    ).states
+                )
+            )
     assert len(results[1]) == 6
     numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)
 
@@ -788,6 +870,7 @@ def test_scanned_dynamics_of_a_prefix_uses_the_whole_process_tensor(two_process_
 # --------------------------------------------------------------------------
 # site-by-site steps for large bonds (nonmarkov.engines.jax.sitewise)
 # --------------------------------------------------------------------------
+
 
 def cubes(plan):
     return sum(float(bucket) ** 3 for bucket in plan)
@@ -841,13 +924,15 @@ def test_sitewise_choice_follows_the_option_and_the_environment_variable(monkeyp
     # the environment variable gives the library default of the option, read at import
     code = "import nonmarkov.options as o; print(o.default_options().sitewise)"
     environment = dict(os.environ, NONMARKOV_JAX_SITEWISE=" ON")
-    result = subprocess.run([sys.executable, "-c", code], env=environment,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "on"
     environment = dict(os.environ, NONMARKOV_JAX_SITEWISE="sometimes")
-    result = subprocess.run([sys.executable, "-c", code], env=environment,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0 and "NONMARKOV_JAX_SITEWISE" in result.stderr
     assert "'auto', 'on', 'off'" in result.stderr
 
@@ -859,8 +944,9 @@ def test_sitewise_tempo_agrees_with_numpy(dkmax, host_start, sitewise_from_the_s
     start, to the site-by-site steps at once)."""
     model = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    states, tempo = run_tempo(model, parameters, 1.2, initial_bond=4, chunk=4,
-                              host_start=host_start)
+    states, tempo = run_tempo(
+        model, parameters, 1.2, initial_bond=4, chunk=4, host_start=host_start
+    )
     expected, reference = run_tempo(model, parameters, 1.2, backend="numpy")
     assert tempo.engine.compiled.sitewise
     assert tempo.max_bond_dimension == reference.max_bond_dimension
@@ -873,13 +959,13 @@ def test_sitewise_pt_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
     outgrows its planned bucket."""
     bath = spin_boson()[1]
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
-    on_jax, pt_tempo = run_pt_tempo(bath, parameters, 1.4, initial_bond=4, chunk=3,
-                                    host_start=False)
+    on_jax, pt_tempo = run_pt_tempo(
+        bath, parameters, 1.4, initial_bond=4, chunk=3, host_start=False
+    )
     on_numpy, reference = run_pt_tempo(bath, parameters, 1.4, backend="numpy")
     engine = pt_tempo.engine.compiled
     assert engine.sitewise and engine.redos > 0
-    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(),
-                                     on_numpy.get_bond_dimensions())
+    numpy.testing.assert_array_equal(on_jax.get_bond_dimensions(), on_numpy.get_bond_dimensions())
     numpy.testing.assert_allclose(pt_dynamics(on_jax), pt_dynamics(on_numpy), rtol=0, atol=1e-10)
 
 
@@ -895,7 +981,8 @@ def started_tempo():
 
 
 def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
-        sitewise_from_the_start):
+    sitewise_from_the_start,
+):
     with backends.use_backend("jax", "double"):
         tempo = started_tempo()
         engine = tempo.engine.compiled
@@ -906,8 +993,9 @@ def test_sitewise_steps_make_no_implicit_transfers_and_fetch_once_per_chunk(
     assert engine.fetches - fetches == engine.chunks - chunks + engine.redos - redos
     assert engine.chunks - chunks < 15  # chunks of several steps
     expected, _ = run_tempo(spin_boson(), STABLE, 2.5, backend="numpy")
-    numpy.testing.assert_allclose(numpy.asarray(tempo.get_dynamics().states), expected,
-                                  rtol=0, atol=1e-10)
+    numpy.testing.assert_allclose(
+        numpy.asarray(tempo.get_dynamics().states), expected, rtol=0, atol=1e-10
+    )
 
 
 def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start):
@@ -928,8 +1016,9 @@ def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start
         before = set(sitewise._executables)
 
         def job():
-            sitewise.sitewise_step(*abstract_state, *abstract_arguments, plan, *settings,
-                                   call=sitewise.prepare_kernel)
+            sitewise.sitewise_step(
+                *abstract_state, *abstract_arguments, plan, *settings, call=sitewise.prepare_kernel
+            )
 
         assert compiler.compile_ahead(job).result(timeout=300) is None
         ready = set(sitewise._executables)

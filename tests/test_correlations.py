@@ -73,17 +73,24 @@ def brute_force_2d(function, delta, time_1, time_2, shape):
     total = 0j
     for low, high in pieces:
         for part, unit in ((numpy.real, 1), (numpy.imag, 1j)):
-            value, _ = scipy.integrate.dblquad(lambda t2, t1: part(function(t1 - t2)), a, b,
-                                               low, high, epsabs=1e-14, epsrel=1e-12)
+            value, _ = scipy.integrate.dblquad(
+                lambda t2, t1: part(function(t1 - t2)), a, b, low, high, epsabs=1e-14, epsrel=1e-12
+            )
             total += unit * value
     return total
 
 
 REGIONS = [
-    ("square", 0.0, None), ("square", 0.5, None), ("square", 30.0, None),
-    ("upper-triangle", 0.0, None), ("upper-triangle", 0.7, None),
-    ("lower-triangle", 0.0, None), ("lower-triangle", 0.7, None),
-    ("rectangle", 0.0, 0.5), ("rectangle", 0.2, 0.9), ("rectangle", 12.0, 14.0),
+    ("square", 0.0, None),
+    ("square", 0.5, None),
+    ("square", 30.0, None),
+    ("upper-triangle", 0.0, None),
+    ("upper-triangle", 0.7, None),
+    ("lower-triangle", 0.0, None),
+    ("lower-triangle", 0.7, None),
+    ("rectangle", 0.0, 0.5),
+    ("rectangle", 0.2, 0.9),
+    ("rectangle", 12.0, 14.0),
 ]
 
 
@@ -119,8 +126,8 @@ def test_custom_correlations_agree_with_the_spectral_density(ohmic_bath, shape, 
     delta = 0.1
     value = custom.correlation_2d_integral(delta, time_1, time_2, shape=shape)
     assert value == pytest.approx(
-        ohmic_bath.correlation_2d_integral(delta, time_1, time_2, shape=shape),
-        rel=1e-9, abs=1e-15)
+        ohmic_bath.correlation_2d_integral(delta, time_1, time_2, shape=shape), rel=1e-9, abs=1e-15
+    )
     # negative times from the conjugate symmetry
     assert custom.correlation(-0.4) == pytest.approx(ohmic_zero_temperature(0.4).conjugate())
 
@@ -137,8 +144,9 @@ def test_triangles_add_up_to_the_square(ohmic_bath):
 def test_thermal_correlation_has_the_closed_form(temperature):
     bath = nonmarkov.PowerLawSD(ALPHA, 1.0, WC, "exponential", temperature)
     for tau in (0.0, 0.2, 1.0, 3.0, -0.7):
-        assert bath.correlation(tau) == pytest.approx(ohmic_thermal(tau, temperature),
-                                                      rel=1e-9, abs=1e-13)
+        assert bath.correlation(tau) == pytest.approx(
+            ohmic_thermal(tau, temperature), rel=1e-9, abs=1e-13
+        )
 
 
 def test_thermal_correlation_symmetries():
@@ -173,12 +181,19 @@ def test_matsubara_2d_integral_matches_brute_force():
     temperature = 0.8
     bath = nonmarkov.PowerLawSD(ALPHA, 1.0, WC, "exponential", temperature)
     delta = 0.1
-    regions = [("square", 0.3), ("upper-triangle", 0.0), ("upper-triangle", 0.5),
-               # these reach tau < 0, where C_M(-tau) = C_M(tau)
-               ("square", 0.0), ("square", 0.05), ("lower-triangle", 0.0)]
+    regions = [
+        ("square", 0.3),
+        ("upper-triangle", 0.0),
+        ("upper-triangle", 0.5),
+        # these reach tau < 0, where C_M(-tau) = C_M(tau)
+        ("square", 0.0),
+        ("square", 0.05),
+        ("lower-triangle", 0.0),
+    ]
     for shape, time_1 in regions:
-        expected = brute_force_2d(lambda tau: ohmic_matsubara(abs(tau), temperature), delta,
-                                  time_1, None, shape)
+        expected = brute_force_2d(
+            lambda tau: ohmic_matsubara(abs(tau), temperature), delta, time_1, None, shape
+        )
         value = bath.correlation_2d_integral(delta, time_1, shape=shape, matsubara=True)
         assert value == pytest.approx(expected, rel=1e-8)
 
@@ -194,8 +209,11 @@ def test_spectral_density_has_the_documented_form(cutoff_type, zeta):
     bath = nonmarkov.PowerLawSD(ALPHA, zeta, WC, cutoff_type)
     omegas = numpy.array([0.1, 1.0, 2.9, 3.1, 7.0])
     x = omegas / WC
-    cutoff = {"exponential": numpy.exp(-x), "gaussian": numpy.exp(-(x**2)),
-              "hard": (omegas <= WC).astype(float)}[cutoff_type]
+    cutoff = {
+        "exponential": numpy.exp(-x),
+        "gaussian": numpy.exp(-(x**2)),
+        "hard": (omegas <= WC).astype(float),
+    }[cutoff_type]
     expected = 2 * ALPHA * omegas**zeta * WC ** (1 - zeta) * cutoff
     numpy.testing.assert_allclose(bath.spectral_density(omegas), expected, rtol=1e-14)
     assert bath.spectral_density(-1.0) == 0.0
@@ -222,7 +240,8 @@ def test_custom_sd_equals_power_law_sd():
     power = nonmarkov.PowerLawSD(ALPHA, 1.0, WC, "exponential", 0.5)
     assert custom.correlation(0.4) == pytest.approx(power.correlation(0.4), rel=1e-12)
     assert custom.correlation_2d_integral(0.1, 0.3) == pytest.approx(
-        power.correlation_2d_integral(0.1, 0.3), rel=1e-12)
+        power.correlation_2d_integral(0.1, 0.3), rel=1e-12
+    )
 
 
 def test_max_correlation_time_estimate_bounds_the_decay(ohmic_bath):
@@ -234,21 +253,24 @@ def test_max_correlation_time_estimate_bounds_the_decay(ohmic_bath):
 
 # --- bad input ----------------------------------------------------------------------------
 
+
 def test_unknown_cutoff_type():
     with pytest.raises(ValueError, match="cutoff_type must be one of"):
         nonmarkov.PowerLawSD(ALPHA, 1.0, WC, "lorentzian")
 
 
-@pytest.mark.parametrize("argument, kwargs", [
-    ("temperature", dict(temperature=-0.1)),
-    ("alpha", dict(alpha=-0.1)),
-    ("cutoff", dict(cutoff=-3.0)),
-    ("cutoff", dict(cutoff=0.0)),
-    ("zeta", dict(zeta=0.0)),
-])
+@pytest.mark.parametrize(
+    "argument, kwargs",
+    [
+        ("temperature", dict(temperature=-0.1)),
+        ("alpha", dict(alpha=-0.1)),
+        ("cutoff", dict(cutoff=-3.0)),
+        ("cutoff", dict(cutoff=0.0)),
+        ("zeta", dict(zeta=0.0)),
+    ],
+)
 def test_negative_parameters(argument, kwargs):
-    parameters = dict(alpha=ALPHA, zeta=1.0, cutoff=WC, cutoff_type="exponential",
-                      temperature=0.0)
+    parameters = dict(alpha=ALPHA, zeta=1.0, cutoff=WC, cutoff_type="exponential", temperature=0.0)
     parameters.update(kwargs)
     with pytest.raises(ValueError, match=f"{argument} must be"):
         nonmarkov.PowerLawSD(**parameters)

@@ -21,9 +21,9 @@ def liouvillian(hamiltonian, gamma, lindblad):
     d = hamiltonian.shape[0]
     eye = np.eye(d)
     ada = lindblad.conj().T @ lindblad
-    return (-1j * (np.kron(hamiltonian, eye) - np.kron(eye, hamiltonian.T))
-            + gamma * (np.kron(lindblad, lindblad.conj()) - 0.5 * np.kron(ada, eye)
-                       - 0.5 * np.kron(eye, ada.T)))
+    return -1j * (np.kron(hamiltonian, eye) - np.kron(eye, hamiltonian.T)) + gamma * (
+        np.kron(lindblad, lindblad.conj()) - 0.5 * np.kron(ada, eye) - 0.5 * np.kron(eye, ada.T)
+    )
 
 
 def rotation(angle, axis):
@@ -43,6 +43,7 @@ def bath_pt():
 # Lindblad-only dynamics
 # --------------------------------------------------------------------------
 
+
 def test_pt_tempo_zero_coupling_gives_lindblad_decay():
     omega, gamma, system, bath, rho0 = lindblad_problem()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=3)
@@ -57,8 +58,9 @@ def test_pt_tempo_zero_coupling_gives_lindblad_decay():
 
 def test_compute_dynamics_without_process_tensor():
     omega, gamma, system, _, rho0 = lindblad_problem()
-    dynamics = nm.compute_dynamics(system, rho0, dt=0.1, num_steps=10, start_time=0.5,
-                                   progress_type="silent")
+    dynamics = nm.compute_dynamics(
+        system, rho0, dt=0.1, num_steps=10, start_time=0.5, progress_type="silent"
+    )
     np.testing.assert_allclose(dynamics.times, 0.5 + 0.1 * np.arange(11), atol=1e-12)
     excited, coherence = lindblad_exact(omega, gamma, rho0, dynamics.times - 0.5)
     np.testing.assert_allclose(dynamics.states[:, 0, 0], excited, atol=1e-12)
@@ -72,8 +74,9 @@ def test_compute_dynamics_without_process_tensor():
 def test_record_all_false_keeps_initial_and_final():
     _, _, system, _, rho0 = lindblad_problem()
     every = nm.compute_dynamics(system, rho0, dt=0.1, num_steps=6, progress_type="silent")
-    last = nm.compute_dynamics(system, rho0, dt=0.1, num_steps=6, record_all=False,
-                               progress_type="silent")
+    last = nm.compute_dynamics(
+        system, rho0, dt=0.1, num_steps=6, record_all=False, progress_type="silent"
+    )
     np.testing.assert_allclose(last.times, [0.0, 0.6], atol=1e-12)
     np.testing.assert_allclose(last.states[-1], every.states[-1], atol=1e-14)
 
@@ -81,14 +84,19 @@ def test_record_all_false_keeps_initial_and_final():
 def test_trivial_process_tensor_equals_no_process_tensor(bath_pt):
     system, _, rho0 = driven_spin_boson()
     reference = nm.compute_dynamics(system, rho0, dt=0.2, num_steps=5, progress_type="silent")
-    trivial = nm.compute_dynamics(system, rho0, dt=0.2, num_steps=5,
-                                  process_tensor=nm.TrivialProcessTensor(2),
-                                  progress_type="silent")
+    trivial = nm.compute_dynamics(
+        system,
+        rho0,
+        dt=0.2,
+        num_steps=5,
+        process_tensor=nm.TrivialProcessTensor(2),
+        progress_type="silent",
+    )
     np.testing.assert_allclose(trivial.states, reference.states, atol=1e-14)
-    with_bath = nm.compute_dynamics(system, rho0, process_tensor=bath_pt,
-                                    progress_type="silent")
-    with_both = nm.compute_dynamics(system, rho0, process_tensor=[bath_pt,
-                                    nm.TrivialProcessTensor(2)], progress_type="silent")
+    with_bath = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, progress_type="silent")
+    with_both = nm.compute_dynamics(
+        system, rho0, process_tensor=[bath_pt, nm.TrivialProcessTensor(2)], progress_type="silent"
+    )
     np.testing.assert_allclose(with_both.states, with_bath.states, atol=1e-14)
     assert np.max(np.abs(with_bath.states - reference.states)) > 1e-2
 
@@ -97,8 +105,9 @@ def test_shorter_num_steps_is_prefix_of_full(bath_pt):
     """Reading out before the PT's end (future cap) gives the same states."""
     system, _, rho0 = driven_spin_boson()
     full = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, progress_type="silent")
-    part = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, num_steps=3,
-                               progress_type="silent")
+    part = nm.compute_dynamics(
+        system, rho0, process_tensor=bath_pt, num_steps=3, progress_type="silent"
+    )
     assert len(full) == 6 and len(part) == 4
     np.testing.assert_allclose(part.states, full.states[:4], atol=1e-7)
 
@@ -106,6 +115,7 @@ def test_shorter_num_steps_is_prefix_of_full(bath_pt):
 # --------------------------------------------------------------------------
 # controls
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("post", [False, True], ids=["pre", "post"])
 @pytest.mark.parametrize("use_time", [False, True], ids=["step", "time"])
@@ -117,16 +127,20 @@ def test_control_equals_manual_propagation(post, use_time):
     control = nm.Control(2)
     control.add_single(k * dt if use_time else k, superop, post=post)
     # zero-coupling bath through a process tensor, and no bath at all
-    pt = nm.PtTempo(bath, 0.0, dt * num_steps, nm.TempoParameters(
-        dt=dt, epsrel=1e-10, dkmax=2)).get_process_tensor(progress_type="silent")
-    with_pt = nm.compute_dynamics(system, rho0, process_tensor=pt, control=control,
-                                  progress_type="silent")
-    no_pt = nm.compute_dynamics(system, rho0, dt=dt, num_steps=num_steps, control=control,
-                                progress_type="silent")
+    pt = nm.PtTempo(
+        bath, 0.0, dt * num_steps, nm.TempoParameters(dt=dt, epsrel=1e-10, dkmax=2)
+    ).get_process_tensor(progress_type="silent")
+    with_pt = nm.compute_dynamics(
+        system, rho0, process_tensor=pt, control=control, progress_type="silent"
+    )
+    no_pt = nm.compute_dynamics(
+        system, rho0, dt=dt, num_steps=num_steps, control=control, progress_type="silent"
+    )
     # manual: rho_{j+1} = expm(L dt) rho_j, with U . U^dag before step k (pre) or
     # at the end of step k (post)
-    step = scipy.linalg.expm(liouvillian(0.5 * omega * SZ, gamma, np.array(
-        [[0.0, 0.0], [1.0, 0.0]], dtype=complex)) * dt)
+    step = scipy.linalg.expm(
+        liouvillian(0.5 * omega * SZ, gamma, np.array([[0.0, 0.0], [1.0, 0.0]], dtype=complex)) * dt
+    )
     rho = rho0.copy()
     expected = [rho]
     for j in range(num_steps):
@@ -140,8 +154,7 @@ def test_control_equals_manual_propagation(post, use_time):
     np.testing.assert_allclose(no_pt.states, expected, atol=1e-12)
     np.testing.assert_allclose(with_pt.states, expected, atol=1e-12)
     # and the control did something
-    plain = nm.compute_dynamics(system, rho0, dt=dt, num_steps=num_steps,
-                                progress_type="silent")
+    plain = nm.compute_dynamics(system, rho0, dt=dt, num_steps=num_steps, progress_type="silent")
     assert np.max(np.abs(plain.states - expected)) > 1e-2
 
 
@@ -151,8 +164,9 @@ def test_identity_control_changes_nothing(bath_pt):
     control.add_single(1, np.eye(4))
     control.add_single(3, np.eye(4), post=True)
     plain = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, progress_type="silent")
-    controlled = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, control=control,
-                                     progress_type="silent")
+    controlled = nm.compute_dynamics(
+        system, rho0, process_tensor=bath_pt, control=control, progress_type="silent"
+    )
     np.testing.assert_allclose(controlled.states, plain.states, rtol=0, atol=1e-13)
 
 
@@ -164,19 +178,21 @@ def test_pre_control_at_k_equals_post_control_at_k_minus_1(bath_pt):
     pre, post = nm.Control(2), nm.Control(2)
     pre.add_single(k, superop)
     post.add_single(k - 1, superop, post=True)
-    dyn_pre = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, control=pre,
-                                  progress_type="silent")
-    dyn_post = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, control=post,
-                                   progress_type="silent")
+    dyn_pre = nm.compute_dynamics(
+        system, rho0, process_tensor=bath_pt, control=pre, progress_type="silent"
+    )
+    dyn_post = nm.compute_dynamics(
+        system, rho0, process_tensor=bath_pt, control=post, progress_type="silent"
+    )
     others = [j for j in range(len(dyn_pre)) if j != k]
-    np.testing.assert_allclose(dyn_pre.states[others], dyn_post.states[others], rtol=0,
-                               atol=1e-12)
+    np.testing.assert_allclose(dyn_pre.states[others], dyn_post.states[others], rtol=0, atol=1e-12)
     # at t_k the post variant records the state after the control, the pre variant before it
-    np.testing.assert_allclose(dyn_post.states[k],
-                               unitary @ dyn_pre.states[k] @ unitary.conj().T, atol=1e-7)
+    np.testing.assert_allclose(
+        dyn_post.states[k], unitary @ dyn_pre.states[k] @ unitary.conj().T, atol=1e-7
+    )
     plain = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, progress_type="silent")
     np.testing.assert_allclose(dyn_pre.states[: k + 1], plain.states[: k + 1], atol=1e-13)
-    assert np.max(np.abs(dyn_pre.states[k + 1:] - plain.states[k + 1:])) > 1e-2
+    assert np.max(np.abs(dyn_pre.states[k + 1 :] - plain.states[k + 1 :])) > 1e-2
 
 
 def test_control_rejects_bad_input():
@@ -187,40 +203,47 @@ def test_control_rejects_bad_input():
         control.add_single("soon", np.eye(4))
     system, _, rho0 = driven_spin_boson()
     with pytest.raises(ValueError, match="control"):
-        nm.compute_dynamics(system, rho0, dt=0.1, num_steps=2, control=nm.Control(3),
-                            progress_type="silent")
+        nm.compute_dynamics(
+            system, rho0, dt=0.1, num_steps=2, control=nm.Control(3), progress_type="silent"
+        )
     with pytest.raises(TypeError, match="control"):
-        nm.compute_dynamics(system, rho0, dt=0.1, num_steps=2, control=np.eye(4),
-                            progress_type="silent")
+        nm.compute_dynamics(
+            system, rho0, dt=0.1, num_steps=2, control=np.eye(4), progress_type="silent"
+        )
 
 
 # --------------------------------------------------------------------------
 # compute_dynamics: bad input
 # --------------------------------------------------------------------------
 
+
 def test_compute_dynamics_rejects_process_tensor_that_does_not_fit(bath_pt):
     system, _, rho0 = driven_spin_boson()
     with pytest.raises(ValueError, match="dt"):
-        nm.compute_dynamics(system, rho0, dt=0.1, process_tensor=bath_pt,
-                            progress_type="silent")
+        nm.compute_dynamics(system, rho0, dt=0.1, process_tensor=bath_pt, progress_type="silent")
     with pytest.raises(ValueError, match="num_steps"):
-        nm.compute_dynamics(system, rho0, num_steps=len(bath_pt) + 1, process_tensor=bath_pt,
-                            progress_type="silent")
+        nm.compute_dynamics(
+            system, rho0, num_steps=len(bath_pt) + 1, process_tensor=bath_pt, progress_type="silent"
+        )
     three_level = nm.System(np.diag([0.0, 1.0, 2.0]))
     with pytest.raises(ValueError, match="dimension"):
-        nm.compute_dynamics(three_level, np.eye(3) / 3.0, process_tensor=bath_pt,
-                            progress_type="silent")
+        nm.compute_dynamics(
+            three_level, np.eye(3) / 3.0, process_tensor=bath_pt, progress_type="silent"
+        )
     with pytest.raises(TypeError, match="process_tensor"):
-        nm.compute_dynamics(system, rho0, process_tensor=[bath_pt, "pt"],
-                            progress_type="silent")
+        nm.compute_dynamics(system, rho0, process_tensor=[bath_pt, "pt"], progress_type="silent")
 
 
-@pytest.mark.parametrize("state", [
-    np.eye(3) / 3.0,
-    np.diag([0.7, 0.7]),
-    np.array([[0.5, 0.5], [0.1, 0.5]]),
-    np.diag([1.5, -0.5]),
-], ids=["wrong-shape", "trace", "non-hermitian", "not-positive"])
+@pytest.mark.parametrize(
+    "state",
+    [
+        np.eye(3) / 3.0,
+        np.diag([0.7, 0.7]),
+        np.array([[0.5, 0.5], [0.1, 0.5]]),
+        np.diag([1.5, -0.5]),
+    ],
+    ids=["wrong-shape", "trace", "non-hermitian", "not-positive"],
+)
 def test_compute_dynamics_rejects_bad_initial_state(state):
     system, _, _ = driven_spin_boson()
     with pytest.raises(ValueError, match="initial_state"):
@@ -242,6 +265,7 @@ def test_compute_dynamics_rejects_missing_state_and_progress_type():
 # --------------------------------------------------------------------------
 # Dynamics results
 # --------------------------------------------------------------------------
+
 
 def example_dynamics():
     times = [0.0, 0.1, 0.2]
@@ -305,6 +329,7 @@ def test_dynamics_export_rejects_unknown_extension(tmp_path):
 # --------------------------------------------------------------------------
 # process-tensor objects
 # --------------------------------------------------------------------------
+
 
 def test_simple_process_tensor_accessors(bath_pt):
     assert len(bath_pt) == 5

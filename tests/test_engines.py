@@ -78,8 +78,12 @@ def window_kind(request) -> Kind:
 
     host_start = request.param == "jax-host-start"
     options = session_options(host_start=host_start)
-    return Kind(request.param, "jax", lambda spec: JaxWindowEngine(spec, options),
-                scheduling.DETERMINISTIC_HOST_STEPS if host_start else 0)
+    return Kind(
+        request.param,
+        "jax",
+        lambda spec: JaxWindowEngine(spec, options),
+        scheduling.DETERMINISTIC_HOST_STEPS if host_start else 0,
+    )
 
 
 @pytest.fixture(params=["host", "jax"])
@@ -96,6 +100,7 @@ def chain_kind(request) -> Kind:
 # windows as TEMPO and PT-TEMPO build them
 # --------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class TraceProblem:
     """A TEMPO window after its first step and the propagators of the next steps."""
@@ -111,18 +116,26 @@ def trace_problem(system, bath, rho0, parameters, num_steps, unique=False) -> Tr
     the same propagator arrays at every step)."""
     influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
     to_eigen, from_eigen = influence.liouville_transforms()
-    first, second = (to_eigen @ half @ from_eigen
-                     for half in system.get_propagators(parameters.dt)(0))
+    first, second = (
+        to_eigen @ half @ from_eigen for half in system.get_propagators(parameters.dt)(0)
+    )
     own = influence.own_factor()
     front = own[influence.classes] * (first @ (to_eigen @ rho0.reshape(-1)))
     norm = float(numpy.linalg.norm(front))
     state = from_eigen @ (second @ front)
     carrier = influence.carrier_rows[influence.classes]
     spec = WindowSpec(
-        front=front / norm, log_scale=math.log(norm), projector=influence.class_projector,
+        front=front / norm,
+        log_scale=math.log(norm),
+        projector=influence.class_projector,
         first=influence.lag_matrix_rows(1)[carrier] * own[influence.classes][:, None],
-        carrier=carrier, lag_rows=influence.lag_matrix_rows, out_map=from_eigen,
-        epsrel=parameters.epsrel, memory=parameters.dkmax, oldest="trace")
+        carrier=carrier,
+        lag_rows=influence.lag_matrix_rows,
+        out_map=from_eigen,
+        epsrel=parameters.epsrel,
+        memory=parameters.dkmax,
+        oldest="trace",
+    )
     between = first @ second
     d = system.dimension
     return TraceProblem(spec, [(between, second)] * (num_steps - 1), state.reshape(d, d), d)
@@ -138,7 +151,7 @@ def run_trace(kind: Kind, problem: TraceProblem, calls=(0, 2, 5, 1)):
         readouts, ranks = [], []
         begin = 0
         for size in list(calls) + [len(problem.pairs)]:
-            vectors, bonds = engine.advance(problem.pairs[begin:begin + size])
+            vectors, bonds = engine.advance(problem.pairs[begin : begin + size])
             assert numpy.shape(vectors) == (len(bonds), problem.spec.projector.shape[0])
             assert len(bonds) == min(size, len(problem.pairs) - begin)
             begin += len(bonds)
@@ -158,8 +171,9 @@ def test_a_trace_window_reads_out_tempos_states_on_every_engine(window_kind):
     problem = trace_problem(system, bath, rho0, SPIN_BOSON, 20)
     states, ranks, engine = run_trace(window_kind, problem)
     assert getattr(engine, "host_steps", 0) == window_kind.host_steps
-    expected, expected_ranks, _ = run_trace(Kind("host", "numpy", HostWindowEngine), problem,
-                                            calls=())
+    expected, expected_ranks, _ = run_trace(
+        Kind("host", "numpy", HostWindowEngine), problem, calls=()
+    )
     with backends.use_backend("numpy", "double"):
         tempo = nm.Tempo(system, bath, SPIN_BOSON, rho0, 0.0)
         dynamics = numpy.asarray(tempo.compute(2.0, progress_type="silent").states)
@@ -181,12 +195,14 @@ def test_a_trace_window_gives_the_exact_independent_boson_coherence(window_kind)
     states, _, engine = run_trace(window_kind, problem, calls=(2,))
     assert getattr(engine, "host_steps", 0) == 0  # no memory cut: no host start
     states = numpy.concatenate([problem.first_state[None], states])
-    exact = ohmic_independent_boson_exact(rho0, [0.3, -0.3], [0.5, -0.5], alpha, cutoff,
-                                          dt * numpy.arange(1, steps + 1))
+    exact = ohmic_independent_boson_exact(
+        rho0, [0.3, -0.3], [0.5, -0.5], alpha, cutoff, dt * numpy.arange(1, steps + 1)
+    )
     closed = rho0[0, 1] * numpy.exp(-0.6j * dt * numpy.arange(1, steps + 1))
     assert numpy.max(numpy.abs(exact[:, 0, 1] - closed)) > 1e-2  # the bath shows
-    numpy.testing.assert_allclose(numpy.abs(states[:, 0, 1]), numpy.abs(exact[:, 0, 1]),
-                                  rtol=0, atol=1e-8)
+    numpy.testing.assert_allclose(
+        numpy.abs(states[:, 0, 1]), numpy.abs(exact[:, 0, 1]), rtol=0, atol=1e-8
+    )
     numpy.testing.assert_allclose(states, exact, rtol=0, atol=1e-8)
 
 
@@ -202,8 +218,9 @@ def finalize_problem():
     """PT-TEMPO's window of the spin-boson bath after its first point (as ``PtTempo._run``)."""
     influence = DiscretisedInfluence.from_parameters(spin_boson()[1], PT_PARAMETERS)
     front, log_scale = first_point(influence)
-    return influence, pt_window_spec(influence, front, log_scale, PT_PARAMETERS.epsrel,
-                                     PT_PARAMETERS.dkmax)
+    return influence, pt_window_spec(
+        influence, front, log_scale, PT_PARAMETERS.epsrel, PT_PARAMETERS.dkmax
+    )
 
 
 def run_finalize(kind: Kind, spec: WindowSpec, calls=(0, 2, 5, 1)):
@@ -229,8 +246,9 @@ def contracted(influence, finalised, window, log_scale):
     log-scale shared evenly; and its dynamics for H_S = 0.5 sx + 0.2 sz (NumPy)."""
     sites = [site for site, _ in finalised if site is not None] + list(reversed(window))
     to_eigen, from_eigen = influence.liouville_transforms()
-    process_tensor = nm.SimpleProcessTensor(2, PT_PARAMETERS.dt, to_eigen, from_eigen,
-                                            influence.classes)
+    process_tensor = nm.SimpleProcessTensor(
+        2, PT_PARAMETERS.dt, to_eigen, from_eigen, influence.classes
+    )
     share = log_scale / len(sites)
     for step, site in enumerate(sites):
         process_tensor.set(step, numpy.transpose(site, (2, 0, 1)) * math.exp(share))
@@ -239,8 +257,12 @@ def contracted(influence, finalised, window, log_scale):
 
 def pt_dynamics(process_tensor):
     with backends.use_backend("numpy", "double"):
-        dynamics = nm.compute_dynamics(nm.System(0.5 * SX + 0.2 * SZ), spin_boson()[2],
-                                       process_tensor=process_tensor, progress_type="silent")
+        dynamics = nm.compute_dynamics(
+            nm.System(0.5 * SX + 0.2 * SZ),
+            spin_boson()[2],
+            process_tensor=process_tensor,
+            progress_type="silent",
+        )
     return numpy.asarray(dynamics.states)
 
 
@@ -262,20 +284,23 @@ def test_a_finalize_window_gives_pt_tempos_process_tensor_on_every_engine(window
         assert older.ndim == newer.ndim == 3 and older.shape[1] == m
         assert older.shape[0] == newer.shape[2]
     # the same shapes, log-scales and bonds as the host engine (the sites differ by gauges)
-    assert [None if site is None else site.shape for site, _ in finalised] == \
-        [None if site is None else site.shape for site, _ in reference[0]]
+    assert [None if site is None else site.shape for site, _ in finalised] == [
+        None if site is None else site.shape for site, _ in reference[0]
+    ]
     assert [site.shape for site in window] == [site.shape for site in reference[2]]
     assert ranks == reference[1]
-    numpy.testing.assert_allclose([log for _, log in finalised],
-                                  [log for _, log in reference[0]], rtol=0, atol=1e-10)
+    numpy.testing.assert_allclose(
+        [log for _, log in finalised], [log for _, log in reference[0]], rtol=0, atol=1e-10
+    )
     numpy.testing.assert_allclose(log_scale, reference[3], rtol=0, atol=1e-10)
     process_tensor, states = contracted(influence, finalised, window, log_scale)
     _, expected = contracted(influence, reference[0], reference[2], reference[3])
     with backends.use_backend("numpy", "double"):
         pt_tempo = nm.PtTempo(spin_boson()[1], 0.0, PT_STEPS * PT_PARAMETERS.dt, PT_PARAMETERS)
         built = pt_tempo.get_process_tensor(progress_type="silent")
-    numpy.testing.assert_array_equal(process_tensor.get_bond_dimensions(),
-                                     built.get_bond_dimensions())
+    numpy.testing.assert_array_equal(
+        process_tensor.get_bond_dimensions(), built.get_bond_dimensions()
+    )
     numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
     numpy.testing.assert_allclose(states, pt_dynamics(built), rtol=0, atol=1e-10)
 
@@ -294,8 +319,12 @@ def two_process_tensors():
     parameters = nm.TempoParameters(dt=CHAIN_DT, epsrel=1e-9, dkmax=3)
     baths = [spin_boson()[1], nm.Bath(0.5 * SX, nm.PowerLawSD(0.1, 1.0, 3.0))]
     with backends.use_backend("numpy", "double"):
-        return [nm.PtTempo(bath, 0.0, CHAIN_STEPS * CHAIN_DT, parameters).get_process_tensor(
-            progress_type="silent") for bath in baths]
+        return [
+            nm.PtTempo(bath, 0.0, CHAIN_STEPS * CHAIN_DT, parameters).get_process_tensor(
+                progress_type="silent"
+            )
+            for bath in baths
+        ]
 
 
 def chain_case(constant: bool, controlled: bool):
@@ -308,25 +337,31 @@ def chain_case(constant: bool, controlled: bool):
     if controlled:
         control = nm.Control(2)
         control.add_single(3, nm.operators.left_super(SX) @ nm.operators.right_super(SX))
-        control.add_single(6, nm.operators.left_super(SZ) @ nm.operators.right_super(SZ),
-                           post=True)
+        control.add_single(6, nm.operators.left_super(SZ) @ nm.operators.right_super(SZ), post=True)
     return system, control
 
 
 def chain_run(system, control, process_tensors, record_all, counted):
     return ChainRun(
-        initial=spin_boson()[2].reshape(-1), num_steps=CHAIN_STEPS,
+        initial=spin_boson()[2].reshape(-1),
+        num_steps=CHAIN_STEPS,
         propagators=system.get_propagators(CHAIN_DT, 0.0),
-        constant_propagators=isinstance(system, nm.System), controls=None if control is None
+        constant_propagators=isinstance(system, nm.System),
+        controls=None
+        if control is None
         else (lambda step: control.get_controls(step, CHAIN_DT, 0.0)),
-        process_tensors=process_tensors, record_all=record_all, on_step=counted.append)
+        process_tensors=process_tensors,
+        record_all=record_all,
+        on_step=counted.append,
+    )
 
 
 @pytest.mark.parametrize("controlled", [False, True], ids=["free", "controls"])
 @pytest.mark.parametrize("constant", [True, False], ids=["constant", "time-dependent"])
 @pytest.mark.parametrize("record_all", [True, False], ids=["all", "last"])
-def test_chain_engines_run_the_same_chain(chain_kind, two_process_tensors, record_all,
-                                          constant, controlled, monkeypatch):
+def test_chain_engines_run_the_same_chain(
+    chain_kind, two_process_tensors, record_all, constant, controlled, monkeypatch
+):
     """Against ``compute_dynamics`` on NumPy; on JAX, a constant chain without controls
     is the compiled scan, the others the host engine's steps on JAX arrays."""
     system, control = chain_case(constant, controlled)
@@ -335,17 +370,22 @@ def test_chain_engines_run_the_same_chain(chain_kind, two_process_tensors, recor
         from nonmarkov.engines.jax import engine as jax_engine
 
         scan = jax_engine.run_chain
-        monkeypatch.setattr(jax_engine, "run_chain",
-                            lambda *args: scans.append(1) or scan(*args))
+        monkeypatch.setattr(jax_engine, "run_chain", lambda *args: scans.append(1) or scan(*args))
     with backends.use_backend("numpy", "double"):
-        expected = numpy.asarray(nm.compute_dynamics(
-            system, spin_boson()[2], process_tensor=two_process_tensors, control=control,
-            record_all=record_all, progress_type="silent").states)[1:]
+        expected = numpy.asarray(
+            nm.compute_dynamics(
+                system,
+                spin_boson()[2],
+                process_tensor=two_process_tensors,
+                control=control,
+                record_all=record_all,
+                progress_type="silent",
+            ).states
+        )[1:]
     counted = []
     with chain_kind.active():
         engine = chain_kind.make()
-        readouts = engine.run(chain_run(system, control, two_process_tensors, record_all,
-                                        counted))
+        readouts = engine.run(chain_run(system, control, two_process_tensors, record_all, counted))
     assert isinstance(readouts, numpy.ndarray)
     assert readouts.shape == ((CHAIN_STEPS if record_all else 1), 4)
     assert sum(counted) == CHAIN_STEPS
@@ -353,10 +393,12 @@ def test_chain_engines_run_the_same_chain(chain_kind, two_process_tensors, recor
     numpy.testing.assert_allclose(readouts.reshape(-1, 2, 2), expected, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("constant, controlled", [(True, False), (False, True)],
-                         ids=["constant-free", "time-dependent-controls"])
-def test_chain_steps_by_hand_equal_the_run(chain_kind, two_process_tensors, constant,
-                                           controlled):
+@pytest.mark.parametrize(
+    "constant, controlled",
+    [(True, False), (False, True)],
+    ids=["constant-free", "time-dependent-controls"],
+)
+def test_chain_steps_by_hand_equal_the_run(chain_kind, two_process_tensors, constant, controlled):
     system, control = chain_case(constant, controlled)
     run = chain_run(system, control, two_process_tensors, True, [])
     with chain_kind.active():
@@ -378,13 +420,18 @@ def test_chain_steps_by_hand_equal_the_run(chain_kind, two_process_tensors, cons
 # refusals and the choice of engine
 # --------------------------------------------------------------------------
 
+
 def test_a_bad_spec_is_refused():
     _, spec = finalize_problem()
     with pytest.raises(ValueError, match="oldest"):
         dataclasses.replace(spec, oldest="x")
     with pytest.raises(ValueError, match="oldest"):
-        WindowSpec(**{**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)},
-                      "oldest": "keep"})
+        WindowSpec(
+            **{
+                **{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)},
+                "oldest": "keep",
+            }
+        )
 
 
 def test_calls_of_the_wrong_mode_are_refused(window_kind):

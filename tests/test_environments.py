@@ -40,8 +40,7 @@ def make_pt(coupling, alpha, temperature, unique=False):
     """PT-TEMPO, full memory, epsrel 1e-10, STEPS steps of DT."""
     bath = nm.Bath(coupling, nm.PowerLawSD(alpha, 1.0, WC, temperature=temperature))
     parameters = nm.TempoParameters(dt=DT, epsrel=1e-10)
-    return nm.PtTempo(bath, 0.0, STEPS * DT, parameters, unique=unique).get_process_tensor(
-        **SILENT)
+    return nm.PtTempo(bath, 0.0, STEPS * DT, parameters, unique=unique).get_process_tensor(**SILENT)
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +86,12 @@ def test_independent_boson_two_baths_at_different_temperatures(pts):
     for t in times:
         factor = RHO0 * np.exp(-1j * np.subtract.outer(energies, energies) * t)
         for alpha, temperature in (BATH_1, BATH_2):
-            g, p = g_and_p(spectral_density(alpha, 1.0, WC, "exponential"), temperature, t,
-                           60.0 * WC)
-            factor = factor * np.exp(-np.subtract.outer(s, s) ** 2 * g
-                                     + 1j * np.subtract.outer(s**2, s**2) * p)
+            g, p = g_and_p(
+                spectral_density(alpha, 1.0, WC, "exponential"), temperature, t, 60.0 * WC
+            )
+            factor = factor * np.exp(
+                -(np.subtract.outer(s, s) ** 2) * g + 1j * np.subtract.outer(s**2, s**2) * p
+            )
         exact.append(factor)
     exact = np.array(exact)
     np.testing.assert_allclose(states, exact, rtol=0, atol=1e-8)
@@ -120,8 +121,9 @@ def test_sigma_z_and_sigma_x_baths_hadamard_symmetry(pts):
     system = nm.System(0.9 * (SX + SZ) / math.sqrt(8.0))
     original = dynamics(system, RHO0, [pts["z1"], pts["x2"]])
     rotated = dynamics(system, HADAMARD @ RHO0 @ HADAMARD, [pts["x1"], pts["z2"]])
-    np.testing.assert_allclose(np.einsum("ij,tjk,kl->til", HADAMARD, original, HADAMARD),
-                               rotated, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(
+        np.einsum("ij,tjk,kl->til", HADAMARD, original, HADAMARD), rotated, rtol=0, atol=1e-8
+    )
     # both baths matter, and the rotated problem is a different one
     for single in ("z1", "x2"):
         assert np.max(np.abs(dynamics(system, RHO0, pts[single]) - original)) > 1e-2

@@ -45,6 +45,7 @@ jax_engine = pytest.importorskip("nonmarkov.engines.jax.engine")
 @pytest.fixture
 def host_steps(monkeypatch):
     """Call ``host_steps(count)`` to make the deterministic host start run ``count`` steps."""
+
     def setup(count: int) -> None:
         monkeypatch.setattr(scheduling, "DETERMINISTIC_HOST_STEPS", count)
 
@@ -61,8 +62,7 @@ def run_tempo(end_times, backend="jax", dkmax=4, epsrel=1e-8, **options):
     system, bath, rho0 = spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=epsrel, dkmax=dkmax)
     with backends.use_backend(backend, "double"):
-        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0,
-                         options=engine_options(**options))
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, options=engine_options(**options))
         for end_time in end_times:
             dynamics = tempo.compute(end_time, progress_type="silent")
     return numpy.asarray(dynamics.states), tempo
@@ -174,8 +174,7 @@ def test_host_steps_stop_at_the_host_start_bond(host_steps, monkeypatch):
 
 
 @pytest.mark.parametrize("dkmax, host_start", [(None, True), (4, False)])
-def test_no_host_start_without_a_memory_cut_or_when_switched_off(host_steps, dkmax,
-                                                                 host_start):
+def test_no_host_start_without_a_memory_cut_or_when_switched_off(host_steps, dkmax, host_start):
     host_steps(3)
     reference, _ = run_tempo([0.6], backend="numpy", dkmax=dkmax)
     states, tempo = run_tempo([0.6], dkmax=dkmax, host_start=host_start)
@@ -197,17 +196,22 @@ def test_pt_tempo_hands_over_with_numpys_process_tensor(host_steps, count):
         process_tensor = pt_tempo.get_process_tensor("silent")
     assert pt_tempo.engine.host_steps == count
     assert pt_tempo.engine.compiled.chunks > 0
-    numpy.testing.assert_array_equal(process_tensor.get_bond_dimensions(),
-                                     reference.get_bond_dimensions())
+    numpy.testing.assert_array_equal(
+        process_tensor.get_bond_dimensions(), reference.get_bond_dimensions()
+    )
     for step in range(len(reference)):
-        norms = [numpy.linalg.norm(pt.get_step_tensor(step)[0])
-                 for pt in (process_tensor, reference)]
+        norms = [
+            numpy.linalg.norm(pt.get_step_tensor(step)[0]) for pt in (process_tensor, reference)
+        ]
         numpy.testing.assert_allclose(*norms, rtol=1e-8)
     system, _, rho0 = spin_boson()
     with backends.use_backend("numpy", "double"):
-        states = [numpy.asarray(nm.compute_dynamics(system, rho0, process_tensor=pt,
-                                                    progress_type="silent").states)
-                  for pt in (process_tensor, reference)]
+        states = [
+            numpy.asarray(
+                nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent").states
+            )
+            for pt in (process_tensor, reference)
+        ]
     numpy.testing.assert_allclose(*states, rtol=0, atol=1e-10)
 
 
@@ -221,11 +225,16 @@ def test_a_pt_that_ends_on_the_host_is_the_numpy_process_tensor(host_steps):
         pt_tempo = nm.PtTempo(bath, 0.0, 1.0, parameters, options=engine_options())
         process_tensor = pt_tempo.get_process_tensor("silent")
     assert pt_tempo.engine.host_steps == 9 and pt_tempo.engine.compiled.chunks == 0
-    numpy.testing.assert_array_equal(process_tensor.get_bond_dimensions(),
-                                     reference.get_bond_dimensions())
+    numpy.testing.assert_array_equal(
+        process_tensor.get_bond_dimensions(), reference.get_bond_dimensions()
+    )
     for step in range(len(reference)):
-        numpy.testing.assert_allclose(process_tensor.get_step_tensor(step)[0],
-                                      reference.get_step_tensor(step)[0], rtol=0, atol=1e-12)
+        numpy.testing.assert_allclose(
+            process_tensor.get_step_tensor(step)[0],
+            reference.get_step_tensor(step)[0],
+            rtol=0,
+            atol=1e-12,
+        )
 
 
 def test_host_steps_go_on_by_rule_or_while_the_kernel_compiles():
@@ -275,8 +284,10 @@ def test_numpy_in_this_thread_leaves_other_threads_on_jax():
 
     def other() -> None:
         inside.wait(10)
-        seen["other"] = (numerical_backend.np.backend_name,
-                         type(numerical_backend.np.zeros(2)).__module__)
+        seen["other"] = (
+            numerical_backend.np.backend_name,
+            type(numerical_backend.np.zeros(2)).__module__,
+        )
         release.set()
 
     with backends.use_backend("jax", "double"):
@@ -285,8 +296,11 @@ def test_numpy_in_this_thread_leaves_other_threads_on_jax():
         with numerical_backend.numpy_in_this_thread():
             inside.set()
             release.wait(10)
-            seen["here"] = (numerical_backend.np.backend_name,
-                            type(numerical_backend.np.zeros(2)), numerical_backend.np.precision)
+            seen["here"] = (
+                numerical_backend.np.backend_name,
+                type(numerical_backend.np.zeros(2)),
+                numerical_backend.np.precision,
+            )
         thread.join(10)
         assert numerical_backend.np.backend_name == "jax"
     assert seen["here"] == ("numpy", numpy.ndarray, "double")

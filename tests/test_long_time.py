@@ -43,8 +43,12 @@ def driven_spin_boson_model():
 def sequential(system, bath, rho0, parameters, num_steps, unique=False):
     """Reference: sequential PT-TEMPO and compute_dynamics, states (N + 1, d, d)."""
     pt = nm.PtTempo(bath, 0.0, num_steps * parameters.dt, parameters, unique=unique)
-    return nm.compute_dynamics(system, rho0, process_tensor=pt.get_process_tensor(
-        progress_type="silent"), progress_type="silent")
+    return nm.compute_dynamics(
+        system,
+        rho0,
+        process_tensor=pt.get_process_tensor(progress_type="silent"),
+        progress_type="silent",
+    )
 
 
 def long_time_states(system, bath, rho0, parameters, num_steps, unique=False):
@@ -55,13 +59,14 @@ def long_time_states(system, bath, rho0, parameters, num_steps, unique=False):
     those of ``UniformProcessTensor.to_process_tensor``, which is checked here.
     """
     uniform = pt_uniform_compute(bath, parameters, unique=unique, progress_type="silent")
-    by_uniform = compute_uniform_dynamics(system, rho0, num_steps, uniform,
-                                          progress_type="silent")
-    pt = pt_repeated_block_compute(bath, 0.0, num_steps * parameters.dt, parameters,
-                                   unique=unique, progress_type="silent")
+    by_uniform = compute_uniform_dynamics(system, rho0, num_steps, uniform, progress_type="silent")
+    pt = pt_repeated_block_compute(
+        bath, 0.0, num_steps * parameters.dt, parameters, unique=unique, progress_type="silent"
+    )
     by_blocks = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
-    assembled = nm.compute_dynamics(system, rho0, process_tensor=uniform.to_process_tensor(
-        num_steps), progress_type="silent")
+    assembled = nm.compute_dynamics(
+        system, rho0, process_tensor=uniform.to_process_tensor(num_steps), progress_type="silent"
+    )
     np.testing.assert_allclose(assembled.states, by_uniform.states, rtol=0, atol=1e-12)
     return by_uniform, by_blocks
 
@@ -69,6 +74,7 @@ def long_time_states(system, bath, rho0, parameters, num_steps, unique=False):
 # --------------------------------------------------------------------------
 # exactness when untruncated
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dkmax, num_steps", [(1, 5), (3, 2), (3, 10)])
 def test_untruncated_equals_sequential_pt_tempo(dkmax, num_steps):
@@ -84,8 +90,7 @@ def test_untruncated_equals_sequential_pt_tempo(dkmax, num_steps):
     assert len(by_uniform) == len(by_blocks) == len(reference) == num_steps + 1
     np.testing.assert_allclose(by_uniform.times, reference.times, atol=1e-12)
     np.testing.assert_allclose(by_blocks.times, reference.times, atol=1e-12)
-    closed = nm.compute_dynamics(system, rho0, dt=0.2, num_steps=num_steps,
-                                 progress_type="silent")
+    closed = nm.compute_dynamics(system, rho0, dt=0.2, num_steps=num_steps, progress_type="silent")
     assert np.max(np.abs(reference.states - closed.states)) > 1e-3  # the bath matters
     np.testing.assert_allclose(by_uniform.states, reference.states, rtol=0, atol=1e-10)
     np.testing.assert_allclose(by_blocks.states, reference.states, rtol=0, atol=1e-10)
@@ -96,10 +101,9 @@ def test_independent_boson_exact_and_with_memory_cut():
     (dkmax = N = 3) the influence functional is the full one and the result is
     the exact solution (quadrature and rounding: measured ~1e-10; asserted
     1e-8). With dkmax = 2 < N = 6 it equals PT-TEMPO with the same cut (1e-10)."""
-    system, bath, rho0, parameters, end_time, exact, closed = independent_boson_problem(
-        "ohmic-T1")
+    system, bath, rho0, parameters, end_time, exact, closed = independent_boson_problem("ohmic-T1")
     num_steps = 3
-    exact_short, closed_short = exact[:num_steps + 1], closed[:num_steps + 1]
+    exact_short, closed_short = exact[: num_steps + 1], closed[: num_steps + 1]
     full = nm.TempoParameters(dt=parameters.dt, epsrel=1e-12, dkmax=num_steps)
     by_uniform, by_blocks = long_time_states(system, bath, rho0, full, num_steps)
     assert_coherences_match(by_uniform.states, exact_short, closed_short, bound=1e-8)
@@ -127,6 +131,7 @@ def test_unique_classes_give_the_same_dynamics():
 # truncated: accuracy set by epsrel
 # --------------------------------------------------------------------------
 
+
 def test_truncated_agrees_within_epsrel_bound():
     """epsrel = 1e-4, dkmax = 3, 12 steps: against the untruncated result the
     uniform PT and sequential PT-TEMPO are both off by about epsrel (measured
@@ -135,14 +140,16 @@ def test_truncated_agrees_within_epsrel_bound():
     (bond below the untruncated 3^3)."""
     system, bath, rho0 = driven_spin_boson_model()
     epsrel, num_steps = 1e-4, 12
-    exact = sequential(system, bath, rho0, nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=3),
-                       num_steps).states
+    exact = sequential(
+        system, bath, rho0, nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=3), num_steps
+    ).states
     parameters = nm.TempoParameters(dt=0.2, epsrel=epsrel, dkmax=3)
     reference = sequential(system, bath, rho0, parameters, num_steps).states
     uniform = pt_uniform_compute(bath, parameters, progress_type="silent")
     assert uniform.bond_dimension < 3**3
-    states = compute_uniform_dynamics(system, rho0, num_steps, uniform,
-                                      progress_type="silent").states
+    states = compute_uniform_dynamics(
+        system, rho0, num_steps, uniform, progress_type="silent"
+    ).states
     bound = 10 * epsrel
     assert np.max(np.abs(states - exact)) < bound
     assert np.max(np.abs(reference - exact)) < bound
@@ -153,13 +160,15 @@ def test_truncated_agrees_within_epsrel_bound():
 # steady state
 # --------------------------------------------------------------------------
 
+
 def thermal_state(hamiltonian, temperature):
     rho = scipy.linalg.expm(-hamiltonian / temperature)
     return rho / np.trace(rho)
 
 
-@pytest.mark.skip_backend("jax", reason="bond ~40 transfer operator; covered by a smaller "
-                          "NumPy/JAX comparison below")
+@pytest.mark.skip_backend(
+    "jax", reason="bond ~40 transfer operator; covered by a smaller NumPy/JAX comparison below"
+)
 def test_steady_state_is_thermal_at_weak_coupling():
     """Spin H = 0.5 sigma_z, transverse coupling 0.5 sigma_x, ohmic alpha, T = 1.
     At weak coupling the steady state is the system's Gibbs state up to
@@ -185,8 +194,9 @@ def test_steady_state_is_thermal_at_weak_coupling():
         deviations.append(np.max(np.abs(steady - thermal)))
         assert deviations[-1] < alpha
         if alpha == 0.05:
-            dynamics = compute_uniform_dynamics(system, pure_state(1.0, 0.0), 400, uniform,
-                                                record_all=False, progress_type="silent")
+            dynamics = compute_uniform_dynamics(
+                system, pure_state(1.0, 0.0), 400, uniform, record_all=False, progress_type="silent"
+            )
             assert len(dynamics) == 2
             final = dynamics.states[-1]
             assert abs(np.trace(final) - 1.0) < 1e-3
@@ -203,8 +213,9 @@ def test_long_dynamics_converge_to_steady_state_small():
     parameters = nm.TempoParameters(dt=0.3, epsrel=1e-5, dkmax=3)
     uniform = pt_uniform_compute(bath, parameters, progress_type="silent")
     steady = compute_steady_state(system, uniform)
-    dynamics = compute_uniform_dynamics(system, pure_state(0.0, 1.0), 150, uniform,
-                                        record_all=False, progress_type="silent")
+    dynamics = compute_uniform_dynamics(
+        system, pure_state(0.0, 1.0), 150, uniform, record_all=False, progress_type="silent"
+    )
     final = dynamics.states[-1]
     np.testing.assert_allclose(final / np.trace(final), steady, rtol=0, atol=1e-4)
     assert np.max(np.abs(dynamics.states[0] - steady)) > 0.1  # it did move
@@ -213,6 +224,7 @@ def test_long_dynamics_converge_to_steady_state_small():
 # --------------------------------------------------------------------------
 # behaviour
 # --------------------------------------------------------------------------
+
 
 def test_uniform_process_tensor_structure():
     _, bath, _ = driven_spin_boson_model()
@@ -249,8 +261,9 @@ def test_a_long_uniform_run_needs_k_plus_one_distinct_steps():
     from nonmarkov.engines.jax.chain import distinct_steps
 
     _, bath, _ = driven_spin_boson_model()
-    uniform = pt_uniform_compute(bath, nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3),
-                                 progress_type="silent")
+    uniform = pt_uniform_compute(
+        bath, nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3), progress_type="silent"
+    )
     num_steps = 2000
     prepared = HostChainEngine().prepare([uniform], num_steps, record_all=True)[0]
     tensors = [uniform.get_step_tensor(k)[0] for k in range(num_steps)]
@@ -269,8 +282,7 @@ def test_numpy_and_jax_agree():
     for name in ("numpy", "jax"):
         with backends.use_backend(name, "double"):
             uniform = pt_uniform_compute(bath, parameters, progress_type="silent")
-            dynamics = compute_uniform_dynamics(system, rho0, 6, uniform,
-                                                progress_type="silent")
+            dynamics = compute_uniform_dynamics(system, rho0, 6, uniform, progress_type="silent")
             results[name] = (dynamics.states, compute_steady_state(system, uniform))
     np.testing.assert_allclose(results["jax"][0], results["numpy"][0], rtol=0, atol=1e-10)
     np.testing.assert_allclose(results["jax"][1], results["numpy"][1], rtol=0, atol=1e-10)
@@ -279,6 +291,7 @@ def test_numpy_and_jax_agree():
 # --------------------------------------------------------------------------
 # bad input
 # --------------------------------------------------------------------------
+
 
 def test_uniform_needs_a_memory_cut():
     _, bath, _ = driven_spin_boson_model()
@@ -328,17 +341,24 @@ def test_pt_tempo_compute_method_repeated_block(tmp_path):
     system, bath, rho0 = driven_spin_boson_model()
     parameters = nm.TempoParameters(dt=0.1, dkmax=2, epsrel=1e-13)
     reference = sequential(system, bath, rho0, parameters, 7)
-    pt = nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="repeated_block",
-                             progress_type="silent")
+    pt = nm.pt_tempo_compute(
+        bath, 0.0, 0.7, parameters, method="repeated_block", progress_type="silent"
+    )
     assert len(pt) == 7
     by_method = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
     np.testing.assert_allclose(by_method.states, reference.states, rtol=0, atol=1e-10)
     path = tmp_path / "block.hdf5"
-    on_file = nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="repeated_block",
-                                  process_tensor_file=str(path), progress_type="silent")
+    on_file = nm.pt_tempo_compute(
+        bath,
+        0.0,
+        0.7,
+        parameters,
+        method="repeated_block",
+        process_tensor_file=str(path),
+        progress_type="silent",
+    )
     assert isinstance(on_file, nm.FileProcessTensor)
-    from_file = nm.compute_dynamics(system, rho0, process_tensor=on_file,
-                                    progress_type="silent")
+    from_file = nm.compute_dynamics(system, rho0, process_tensor=on_file, progress_type="silent")
     np.testing.assert_allclose(from_file.states, reference.states, rtol=0, atol=1e-10)
     with pytest.raises(ValueError, match="method"):
         nm.pt_tempo_compute(bath, 0.0, 0.7, parameters, method="divide")
@@ -354,27 +374,44 @@ def test_compute_dynamics_and_correlations_take_a_uniform_pt():
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)
     uniform = pt_uniform_compute(bath, parameters, progress_type="silent")
     reference = compute_uniform_dynamics(system, rho0, 9, uniform, progress_type="silent")
-    dynamics = nm.compute_dynamics(system, rho0, process_tensor=uniform, num_steps=9,
-                                   progress_type="silent")
+    dynamics = nm.compute_dynamics(
+        system, rho0, process_tensor=uniform, num_steps=9, progress_type="silent"
+    )
     np.testing.assert_allclose(dynamics.states, reference.states, rtol=0, atol=1e-12)
 
     other = nm.Bath(0.5 * SX, nm.PowerLawSD(0.05, 1.0, 4.0, temperature=0.5))
-    finite = nm.PtTempo(other, 0.0, 6 * 0.2, parameters).get_process_tensor(
-        progress_type="silent")
-    mixed = nm.compute_dynamics(system, rho0, process_tensor=[uniform, finite],
-                                progress_type="silent")
-    by_hand = nm.compute_dynamics(system, rho0, process_tensor=[
-        uniform.to_process_tensor(6), finite], progress_type="silent")
+    finite = nm.PtTempo(other, 0.0, 6 * 0.2, parameters).get_process_tensor(progress_type="silent")
+    mixed = nm.compute_dynamics(
+        system, rho0, process_tensor=[uniform, finite], progress_type="silent"
+    )
+    by_hand = nm.compute_dynamics(
+        system, rho0, process_tensor=[uniform.to_process_tensor(6), finite], progress_type="silent"
+    )
     assert len(mixed) == 7
     np.testing.assert_allclose(mixed.states, by_hand.states, rtol=0, atol=1e-12)
     assert np.max(np.abs(mixed.states - reference.states[:7])) > 1e-4  # the second bath acts
 
-    _, correlations = nm.compute_correlations(system, uniform, SZ, SZ, 0.0, (0.0, 1.0),
-                                              initial_state=rho0, num_steps=6,
-                                              progress_type="silent")
+    _, correlations = nm.compute_correlations(
+        system,
+        uniform,
+        SZ,
+        SZ,
+        0.0,
+        (0.0, 1.0),
+        initial_state=rho0,
+        num_steps=6,
+        progress_type="silent",
+    )
     _, by_hand_correlations = nm.compute_correlations(
-        system, uniform.to_process_tensor(6), SZ, SZ, 0.0, (0.0, 1.0), initial_state=rho0,
-        progress_type="silent")
+        system,
+        uniform.to_process_tensor(6),
+        SZ,
+        SZ,
+        0.0,
+        (0.0, 1.0),
+        initial_state=rho0,
+        progress_type="silent",
+    )
     np.testing.assert_allclose(correlations, by_hand_correlations, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="num_steps"):
         nm.compute_dynamics(system, rho0, process_tensor=uniform)

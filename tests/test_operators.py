@@ -31,6 +31,7 @@ def assert_close(a, b, tol=1e-12):
 
 # --- Pauli and spin operators -------------------------------------------------------
 
+
 def test_pauli_products_follow_the_su2_algebra():
     x, y, z, one = op.sigma("x"), op.sigma("y"), op.sigma("z"), op.sigma("id")
     assert_close(x @ y, 1j * z)
@@ -61,8 +62,14 @@ def test_identity():
 
 
 BLOCH_VECTORS = {
-    "up": (0, 0, 1), "z+": (0, 0, 1), "down": (0, 0, -1), "z-": (0, 0, -1),
-    "x+": (1, 0, 0), "x-": (-1, 0, 0), "y+": (0, 1, 0), "y-": (0, -1, 0),
+    "up": (0, 0, 1),
+    "z+": (0, 0, 1),
+    "down": (0, 0, -1),
+    "z-": (0, 0, -1),
+    "x+": (1, 0, 0),
+    "x-": (-1, 0, 0),
+    "y+": (0, 1, 0),
+    "y-": (0, -1, 0),
     "mixed": (0, 0, 0),
 }
 
@@ -104,6 +111,7 @@ def test_number_operator_and_ladder_action():
 
 
 # --- superoperators -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_left_right_superoperators_reproduce_a_rho_b(d):
@@ -169,6 +177,7 @@ def test_vectorise_is_row_major_and_unvectorise_inverts_it():
 
 # --- bad input -------------------------------------------------------------------------
 
+
 def test_unknown_operator_names():
     with pytest.raises(ValueError, match="unknown Pauli operator 'w'"):
         op.sigma("w")
@@ -176,8 +185,9 @@ def test_unknown_operator_names():
         op.spin_dm("left")
 
 
-@pytest.mark.parametrize("n, error", [(0, ValueError), (-2, ValueError), (2.5, TypeError),
-                                      (True, TypeError)])
+@pytest.mark.parametrize(
+    "n, error", [(0, ValueError), (-2, ValueError), (2.5, TypeError), (True, TypeError)]
+)
 def test_bad_boson_dimension(n, error):
     with pytest.raises(error, match="n must be a positive integer"):
         op.destroy(n)

@@ -50,9 +50,14 @@ def model():
 def memory_pt(model):
     """A 12-step spin-boson PT (dt 0.1, dkmax 3) in memory."""
     _, bath, _ = model
-    return nm.PtTempo(bath, 0.0, NUM_STEPS * PARAMETERS["dt"], small_parameters(),
-                      name="spin-boson", description="a small PT").get_process_tensor(
-        progress_type="silent")
+    return nm.PtTempo(
+        bath,
+        0.0,
+        NUM_STEPS * PARAMETERS["dt"],
+        small_parameters(),
+        name="spin-boson",
+        description="a small PT",
+    ).get_process_tensor(progress_type="silent")
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +86,7 @@ def assert_same_tensors(actual, expected):
         reference, reference_classes = expected.get_step_tensor(step)
         np.testing.assert_array_equal(tensor, reference)
         np.testing.assert_array_equal(classes, reference_classes)
-        np.testing.assert_array_equal(actual.get_mpo_tensor(step),
-                                      expected.get_mpo_tensor(step))
+        np.testing.assert_array_equal(actual.get_mpo_tensor(step), expected.get_mpo_tensor(step))
 
 
 def leftovers(directory):
@@ -93,9 +97,11 @@ def leftovers(directory):
 # round trips and dynamics
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["file", "simple"])
-def test_round_trip_gives_identical_tensors_and_dynamics(model, memory_pt, memory_dynamics,
-                                                         pt_file, kind):
+def test_round_trip_gives_identical_tensors_and_dynamics(
+    model, memory_pt, memory_dynamics, pt_file, kind
+):
     system, _, rho0 = model
     loaded = nm.import_process_tensor(pt_file, process_tensor_type=kind)
     expected_type = nm.FileProcessTensor if kind == "file" else nm.SimpleProcessTensor
@@ -133,21 +139,24 @@ def test_file_to_file_and_simple_to_file_to_simple(memory_pt, pt_file, tmp_path)
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 20_000, None], ids=["reread", "partial", "cached"])
-def test_reading_out_early_from_a_file_pt_gives_the_prefix(model, memory_dynamics, pt_file,
-                                                           monkeypatch, cache_bytes):
+def test_reading_out_early_from_a_file_pt_gives_the_prefix(
+    model, memory_dynamics, pt_file, monkeypatch, cache_bytes
+):
     """The streamed caps: num_steps < len and record_all=False on a file PT, with
     every step tensor read twice, some of them, or each once."""
     if cache_bytes is not None:
-        monkeypatch.setattr(importlib.import_module("nonmarkov.engines.host"),
-                            "STREAM_CACHE_BYTES", cache_bytes)
+        monkeypatch.setattr(
+            importlib.import_module("nonmarkov.engines.host"), "STREAM_CACHE_BYTES", cache_bytes
+        )
     system, _, rho0 = model
     file_pt = nm.import_process_tensor(pt_file)
     full = silent(nm.compute_dynamics, system, rho0, process_tensor=file_pt)
     np.testing.assert_allclose(full.states, memory_dynamics.states, rtol=0, atol=1e-12)
     part = silent(nm.compute_dynamics, system, rho0, process_tensor=file_pt, num_steps=5)
     np.testing.assert_allclose(part.states, memory_dynamics.states[:6], rtol=0, atol=1e-12)
-    last = silent(nm.compute_dynamics, system, rho0, process_tensor=file_pt, num_steps=7,
-                  record_all=False)
+    last = silent(
+        nm.compute_dynamics, system, rho0, process_tensor=file_pt, num_steps=7, record_all=False
+    )
     np.testing.assert_allclose(last.times, [0.0, 0.7], atol=1e-12)
     np.testing.assert_allclose(last.states[-1], memory_dynamics.states[7], rtol=0, atol=1e-12)
     # two baths: a file PT together with an in-memory PT, as two in-memory PTs
@@ -164,22 +173,33 @@ def test_correlations_from_a_file_pt_equal_the_in_memory_ones(model, memory_pt, 
     system, _, rho0 = model
     sz = nm.operators.sigma("z")
     sx = nm.operators.sigma("x")
-    arguments = dict(times_a=slice(0, 6), times_b=slice(2, 12), time_order="full",
-                     initial_state=rho0, progress_type="silent")
+    arguments = dict(
+        times_a=slice(0, 6),
+        times_b=slice(2, 12),
+        time_order="full",
+        initial_state=rho0,
+        progress_type="silent",
+    )
     _, from_memory = nm.compute_correlations(system, memory_pt, sz, sx, **arguments)
-    _, from_file = nm.compute_correlations(system, nm.import_process_tensor(pt_file), sz, sx,
-                                           **arguments)
+    _, from_file = nm.compute_correlations(
+        system, nm.import_process_tensor(pt_file), sz, sx, **arguments
+    )
     np.testing.assert_allclose(from_file, from_memory, rtol=0, atol=1e-12)
     assert np.all(np.isfinite(from_file))
 
 
-def test_streamed_pt_tempo_equals_in_memory_and_tempo(model, memory_pt, memory_dynamics,
-                                                      tmp_path):
+def test_streamed_pt_tempo_equals_in_memory_and_tempo(model, memory_pt, memory_dynamics, tmp_path):
     system, bath, rho0 = model
     filename = str(tmp_path / "streamed.hdf5")
-    pt_tempo = nm.PtTempo(bath, 0.0, NUM_STEPS * 0.1, small_parameters(),
-                          process_tensor_file=filename, name="spin-boson",
-                          description="a small PT")
+    pt_tempo = nm.PtTempo(
+        bath,
+        0.0,
+        NUM_STEPS * 0.1,
+        small_parameters(),
+        process_tensor_file=filename,
+        name="spin-boson",
+        description="a small PT",
+    )
     assert pt_tempo.process_tensor_file == filename
     streamed = pt_tempo.get_process_tensor(progress_type="silent")
     assert isinstance(streamed, nm.FileProcessTensor)
@@ -188,13 +208,18 @@ def test_streamed_pt_tempo_equals_in_memory_and_tempo(model, memory_pt, memory_d
     assert streamed.metadata == memory_pt.metadata
     assert streamed.metadata["created_by"] == "PtTempo"
     for step in range(len(memory_pt)):
-        np.testing.assert_allclose(streamed.get_step_tensor(step)[0],
-                                   memory_pt.get_step_tensor(step)[0], rtol=1e-12, atol=0)
+        np.testing.assert_allclose(
+            streamed.get_step_tensor(step)[0],
+            memory_pt.get_step_tensor(step)[0],
+            rtol=1e-12,
+            atol=0,
+        )
     dynamics = silent(nm.compute_dynamics, system, rho0, process_tensor=streamed)
     np.testing.assert_allclose(dynamics.states, memory_dynamics.states, rtol=0, atol=1e-12)
     # and both are the physics TEMPO computes (same influence, truncation 1e-8)
     tempo = nm.Tempo(system, bath, small_parameters(), rho0, 0.0).compute(
-        NUM_STEPS * 0.1, progress_type="silent")
+        NUM_STEPS * 0.1, progress_type="silent"
+    )
     # measured 1.8e-8; asserted bound 1e-7
     np.testing.assert_allclose(dynamics.states, tempo.states, rtol=0, atol=1e-7)
     assert leftovers(tmp_path) == []
@@ -202,16 +227,23 @@ def test_streamed_pt_tempo_equals_in_memory_and_tempo(model, memory_pt, memory_d
 
 def test_pt_tempo_compute_automatic_file_name(model, memory_pt):
     _, bath, _ = model
-    pt = nm.pt_tempo_compute(bath, 0.0, NUM_STEPS * 0.1, small_parameters(),
-                             process_tensor_file=True, progress_type="silent")
+    pt = nm.pt_tempo_compute(
+        bath,
+        0.0,
+        NUM_STEPS * 0.1,
+        small_parameters(),
+        process_tensor_file=True,
+        progress_type="silent",
+    )
     try:
         assert isinstance(pt, nm.FileProcessTensor)
         assert os.path.dirname(pt.filename) == tempfile.gettempdir()
         assert os.path.basename(pt.filename).startswith("pt_")
         assert pt.filename.endswith(".hdf5") and os.path.isfile(pt.filename)
         for step in range(len(memory_pt)):
-            np.testing.assert_allclose(pt.get_step_tensor(step)[0],
-                                       memory_pt.get_step_tensor(step)[0], rtol=1e-12, atol=0)
+            np.testing.assert_allclose(
+                pt.get_step_tensor(step)[0], memory_pt.get_step_tensor(step)[0], rtol=1e-12, atol=0
+            )
     finally:
         pt.remove()
     assert not os.path.exists(pt.filename)
@@ -221,13 +253,22 @@ def test_pt_tempo_compute_automatic_file_name(model, memory_pt):
 # writing: modes, overwrite, context manager
 # --------------------------------------------------------------------------
 
+
 def test_file_process_tensor_write_modes(memory_pt, tmp_path):
     filename = str(tmp_path / "written.hdf5")
     classes = memory_pt.classes
     tensors = [memory_pt.get_step_tensor(step)[0] for step in range(4)]
-    with nm.FileProcessTensor(filename, "write", 2, 0.1, memory_pt.transform_in,
-                              memory_pt.transform_out, classes, name="four",
-                              metadata={"steps": 4}) as out:
+    with nm.FileProcessTensor(
+        filename,
+        "write",
+        2,
+        0.1,
+        memory_pt.transform_in,
+        memory_pt.transform_out,
+        classes,
+        name="four",
+        metadata={"steps": 4},
+    ) as out:
         assert not os.path.exists(filename)  # appears only when complete
         for step, tensor in enumerate(tensors):
             out.set(step, tensor)
@@ -287,8 +328,9 @@ def test_pt_tempo_error_mid_run_leaves_no_file(model, monkeypatch, tmp_path):
 
     monkeypatch.setattr(nm.FileProcessTensor, "set", interrupted_set)
     filename = str(tmp_path / "interrupted.hdf5")
-    pt_tempo = nm.PtTempo(bath, 0.0, NUM_STEPS * 0.1, small_parameters(),
-                          process_tensor_file=filename)
+    pt_tempo = nm.PtTempo(
+        bath, 0.0, NUM_STEPS * 0.1, small_parameters(), process_tensor_file=filename
+    )
     with pytest.raises(KeyboardInterrupt):
         pt_tempo.compute(progress_type="silent")
     assert written == [0, 1, 2, 3]  # streamed during the loop, then interrupted
@@ -306,8 +348,9 @@ def test_export_and_pt_tempo_refuse_an_existing_file(model, memory_pt, pt_file, 
     with pytest.raises(FileExistsError, match="overwrite=True"):
         nm.PtTempo(bath, 0.0, 1.0, small_parameters(), process_tensor_file=filename)
     with pytest.raises(FileExistsError, match="overwrite=True"):
-        nm.pt_tempo_compute(bath, 0.0, 1.0, small_parameters(), process_tensor_file=filename,
-                            progress_type="silent")
+        nm.pt_tempo_compute(
+            bath, 0.0, 1.0, small_parameters(), process_tensor_file=filename, progress_type="silent"
+        )
     with open(filename) as handle:
         assert handle.read() == "precious"
     memory_pt.export(filename, overwrite=True)
@@ -326,15 +369,17 @@ def test_bad_arguments(model, memory_pt, pt_file, tmp_path):
     with pytest.raises(TypeError, match="filename"):
         nm.FileProcessTensor(3)
     with pytest.raises(TypeError, match="metadata"):
-        nm.FileProcessTensor(str(tmp_path / "new.hdf5"), "write", 2, 0.1,
-                             metadata={"f": lambda x: x})
+        nm.FileProcessTensor(
+            str(tmp_path / "new.hdf5"), "write", 2, 0.1, metadata={"f": lambda x: x}
+        )
     with pytest.raises(ValueError, match="process_tensor_type"):
         nm.import_process_tensor(pt_file, "dense")
     with pytest.raises(TypeError, match="process_tensor_file"):
         nm.PtTempo(bath, 0.0, 1.0, small_parameters(), process_tensor_file=3)
     with pytest.raises(FileNotFoundError, match="directory"):
-        nm.PtTempo(bath, 0.0, 1.0, small_parameters(),
-                   process_tensor_file=str(tmp_path / "no" / "pt.hdf5"))
+        nm.PtTempo(
+            bath, 0.0, 1.0, small_parameters(), process_tensor_file=str(tmp_path / "no" / "pt.hdf5")
+        )
     with pytest.raises(ValueError, match="time grid"):
         nm.TrivialProcessTensor(2).export(str(tmp_path / "trivial.hdf5"))
     assert not os.path.exists(str(tmp_path / "new.hdf5"))
@@ -351,6 +396,7 @@ def test_wrong_dimension_is_rejected_for_a_file_pt(pt_file):
 # --------------------------------------------------------------------------
 # bad files
 # --------------------------------------------------------------------------
+
 
 def _modified_copy(pt_file, directory, change):
     filename = str(directory / "bad.hdf5")
@@ -383,18 +429,21 @@ def _other_hdf5(attributes):
             handle.attrs.update(attributes)
             handle.create_dataset("times", data=np.arange(3.0))
         return filename
+
     return make
 
 
 def _set_attribute(key, value):
     def change(handle):
         handle.attrs[key] = value
+
     return lambda pt_file, directory: _modified_copy(pt_file, directory, change)
 
 
 def _drop_tensor(pt_file, directory):
     def change(handle):
         del handle["tensors"]["00000003"]
+
     return _modified_copy(pt_file, directory, change)
 
 
@@ -402,17 +451,22 @@ def _wrong_tensor_shape(pt_file, directory):
     def change(handle):
         del handle["tensors"]["00000003"]
         handle["tensors"].create_dataset("00000003", data=np.ones((1, 1, 4), dtype=complex))
+
     return _modified_copy(pt_file, directory, change)
 
 
 BAD_FILES = {
     "text-file": (_text_file, "not an HDF5 file"),
     "truncated": (_truncated, "damaged or truncated"),
-    "dynamics-file": (_other_hdf5({"format": "nonmarkov-dynamics-1"}),
-                      "not a nonmarkov process-tensor file"),
+    "dynamics-file": (
+        _other_hdf5({"format": "nonmarkov-dynamics-1"}),
+        "not a nonmarkov process-tensor file",
+    ),
     "oqupy-file": (_other_hdf5({"oqupy_version": "0.5.0"}), "OQuPy"),
-    "newer-version": (_set_attribute("format_version", np.int64(FORMAT_VERSION + 1)),
-                      "format version 2 .*upgrade"),
+    "newer-version": (
+        _set_attribute("format_version", np.int64(FORMAT_VERSION + 1)),
+        "format version 2 .*upgrade",
+    ),
     "incomplete": (_set_attribute("complete", False), "incomplete"),
     "missing-tensor": (_drop_tensor, "damaged"),
 }
@@ -472,8 +526,12 @@ def test_killed_pt_tempo_never_leaves_a_complete_looking_file(memory_pt, tmp_pat
     target = str(tmp_path / "target.hdf5")
     memory_pt.export(target)
     env = dict(os.environ, NONMARKOV_BACKEND="numpy", NONMARKOV_PRECISION="double")
-    process = subprocess.Popen([sys.executable, "-c", WRITER, target], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER, target],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline and process.poll() is None:

@@ -22,17 +22,27 @@ from test_tempo import SZ, assert_coherences_match, independent_boson_problem
 
 
 def divide(bath, parameters, num_steps, unique=False):
-    return pt_divide_and_conquer_compute(bath, 0.0, num_steps * parameters.dt, parameters,
-                                         unique=unique, progress_type="silent")
+    return pt_divide_and_conquer_compute(
+        bath, 0.0, num_steps * parameters.dt, parameters, unique=unique, progress_type="silent"
+    )
 
 
 def states_of(system, rho0, pt):
     return nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent").states
 
 
-@pytest.mark.parametrize("dkmax, num_steps, unique", [
-    (None, 1, False), (None, 5, False), (None, 6, True), (1, 5, False), (3, 2, False),
-    (3, 11, False), (2, 9, True)])
+@pytest.mark.parametrize(
+    "dkmax, num_steps, unique",
+    [
+        (None, 1, False),
+        (None, 5, False),
+        (None, 6, True),
+        (1, 5, False),
+        (3, 2, False),
+        (3, 11, False),
+        (2, 9, True),
+    ],
+)
 def test_untruncated_equals_sequential_pt_tempo(dkmax, num_steps, unique):
     """Every combination of blocks is an exact product of influence factors:
     with epsrel 1e-13 nothing is cut and the states equal sequential PT-TEMPO's
@@ -45,8 +55,9 @@ def test_untruncated_equals_sequential_pt_tempo(dkmax, num_steps, unique):
     pt = divide(bath, parameters, num_steps, unique=unique)
     assert len(pt) == num_steps
     states = states_of(system, rho0, pt)
-    closed = nm.compute_dynamics(system, rho0, dt=0.2, num_steps=num_steps,
-                                 progress_type="silent").states
+    closed = nm.compute_dynamics(
+        system, rho0, dt=0.2, num_steps=num_steps, progress_type="silent"
+    ).states
     assert np.max(np.abs(reference.states - closed)) > 1e-3  # the bath matters
     np.testing.assert_allclose(states, reference.states, rtol=0, atol=1e-10)
 
@@ -69,8 +80,9 @@ def test_truncated_error_is_set_by_epsrel():
     (bond below the untruncated 3^3 = 27)."""
     system, bath, rho0 = driven_spin_boson_model()
     num_steps = 12
-    exact = sequential(system, bath, rho0, nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=3),
-                       num_steps).states
+    exact = sequential(
+        system, bath, rho0, nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=3), num_steps
+    ).states
     for epsrel in (1e-4, 1e-6):
         parameters = nm.TempoParameters(dt=0.2, epsrel=epsrel, dkmax=3)
         pt = divide(bath, parameters, num_steps)
@@ -88,15 +100,19 @@ def test_usable_like_any_process_tensor(tmp_path):
     system, bath, rho0 = driven_spin_boson_model()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=2)
     num_steps = 6
-    pt = nm.pt_tempo_compute(bath, 0.0, num_steps * 0.2, parameters,
-                             method="divide_and_conquer", progress_type="silent")
+    pt = nm.pt_tempo_compute(
+        bath, 0.0, num_steps * 0.2, parameters, method="divide_and_conquer", progress_type="silent"
+    )
     reference = nm.PtTempo(bath, 0.0, num_steps * 0.2, parameters).get_process_tensor(
-        progress_type="silent")
+        progress_type="silent"
+    )
     times = [0.0, 0.4, 1.0]
-    ours = nm.compute_correlations(system, pt, SZ, SZ, 0.0, times, initial_state=rho0,
-                                   progress_type="silent")
-    theirs = nm.compute_correlations(system, reference, SZ, SZ, 0.0, times,
-                                     initial_state=rho0, progress_type="silent")
+    ours = nm.compute_correlations(
+        system, pt, SZ, SZ, 0.0, times, initial_state=rho0, progress_type="silent"
+    )
+    theirs = nm.compute_correlations(
+        system, reference, SZ, SZ, 0.0, times, initial_state=rho0, progress_type="silent"
+    )
     assert np.max(np.abs(theirs[1])) > 0.1
     np.testing.assert_allclose(ours[1], theirs[1], rtol=0, atol=1e-10)
     filename = tmp_path / "divide.hdf5"
@@ -104,8 +120,9 @@ def test_usable_like_any_process_tensor(tmp_path):
     from_file = nm.import_process_tensor(str(filename))
     assert from_file.metadata["created_by"] == "pt_divide_and_conquer_compute"
     assert from_file.metadata["parameters"]["dkmax"] == 2
-    np.testing.assert_allclose(states_of(system, rho0, from_file), states_of(system, rho0, pt),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        states_of(system, rho0, from_file), states_of(system, rho0, pt), rtol=0, atol=1e-12
+    )
 
 
 def test_bad_input():
@@ -162,14 +179,28 @@ def test_file_target_checked_before_the_work(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(nonmarkov.methods.pt_divide, "pt_divide_and_conquer_compute", must_not_run)
         with pytest.raises(FileExistsError, match="overwrite"):
-            nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, method="divide_and_conquer",
-                                process_tensor_file=str(filename))
-    on_file = nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, method="divide_and_conquer",
-                                  process_tensor_file=True, progress_type="silent")
+            nm.pt_tempo_compute(
+                bath,
+                0.0,
+                1.0,
+                parameters,
+                method="divide_and_conquer",
+                process_tensor_file=str(filename),
+            )
+    on_file = nm.pt_tempo_compute(
+        bath,
+        0.0,
+        1.0,
+        parameters,
+        method="divide_and_conquer",
+        process_tensor_file=True,
+        progress_type="silent",
+    )
     try:
         in_memory = divide(bath, parameters, 5)
-        np.testing.assert_allclose(states_of(system, rho0, on_file),
-                                   states_of(system, rho0, in_memory), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            states_of(system, rho0, on_file), states_of(system, rho0, in_memory), rtol=0, atol=1e-12
+        )
     finally:
         on_file.close()
         os.remove(on_file.filename)

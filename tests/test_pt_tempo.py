@@ -32,7 +32,8 @@ from test_tempo import (
 def pt_dynamics(system, bath, rho0, parameters, end_time, unique=False):
     """Dynamics from a freshly computed process tensor of ``bath``."""
     pt = nm.PtTempo(bath, 0.0, end_time, parameters, unique=unique).get_process_tensor(
-        progress_type="silent")
+        progress_type="silent"
+    )
     return nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
 
 
@@ -40,13 +41,13 @@ def pt_dynamics(system, bath, rho0, parameters, end_time, unique=False):
 # independent-boson model
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", list(INDEPENDENT_BOSON_MODELS))
 def test_pt_tempo_independent_boson_exact(key):
     system, bath, rho0, parameters, end_time, exact, closed = independent_boson_problem(key)
     dynamics = pt_dynamics(system, bath, rho0, parameters, end_time)
     assert len(dynamics) == len(exact)
-    np.testing.assert_allclose(dynamics.times, parameters.dt * np.arange(len(exact)),
-                               atol=1e-12)
+    np.testing.assert_allclose(dynamics.times, parameters.dt * np.arange(len(exact)), atol=1e-12)
     # full memory, epsrel = 1e-10, no Trotter error: exact up to truncation and
     # quadrature (measured <~ 4e-10); asserted bound 1e-8.
     assert_coherences_match(dynamics.states, exact, closed, bound=1e-8)
@@ -64,14 +65,18 @@ def test_two_baths_with_commuting_couplings_exact():
     system = nm.System(np.diag(energies))
     rho0 = pure_state(0.8, 0.6 * np.exp(0.4j))
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10)
-    pts = [nm.PtTempo(bath, 0.0, 1.2, parameters).get_process_tensor(progress_type="silent")
-           for bath in (bath_1, bath_2)]
+    pts = [
+        nm.PtTempo(bath, 0.0, 1.2, parameters).get_process_tensor(progress_type="silent")
+        for bath in (bath_1, bath_2)
+    ]
     dynamics = nm.compute_dynamics(system, rho0, process_tensor=pts, progress_type="silent")
     times = dynamics.times
-    part_1 = independent_boson_exact(rho0, energies, s1, spectral_density(*ohmic), 0.0,
-                                     times, 240.0)
-    part_2 = independent_boson_exact(np.ones((2, 2)), [0.0, 0.0], s2,
-                                     spectral_density(*superohmic), 0.0, times, 30.0)
+    part_1 = independent_boson_exact(
+        rho0, energies, s1, spectral_density(*ohmic), 0.0, times, 240.0
+    )
+    part_2 = independent_boson_exact(
+        np.ones((2, 2)), [0.0, 0.0], s2, spectral_density(*superohmic), 0.0, times, 30.0
+    )
     exact = part_1 * part_2
     closed = independent_boson_exact(rho0, energies, s1, lambda w: 0.0, 0.0, times, 1.0)
     # the second bath alone changes the coherence visibly
@@ -83,13 +88,13 @@ def test_two_baths_with_commuting_couplings_exact():
 # agreement with TEMPO
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dkmax, steps", [(None, 6), (5, 15)], ids=["full-memory", "dkmax5"])
 def test_pt_tempo_agrees_with_tempo_driven_spin_boson(dkmax, steps):
     system, bath, rho0 = driven_spin_boson(alpha=0.2)
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
     end_time = 0.2 * steps
-    tempo = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(
-        end_time, progress_type="silent")
+    tempo = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(end_time, progress_type="silent")
     pt = pt_dynamics(system, bath, rho0, parameters, end_time)
     assert len(tempo) == len(pt) == steps + 1
     np.testing.assert_allclose(pt.times, tempo.times, atol=1e-12)
@@ -116,14 +121,17 @@ def test_pt_tempo_non_diagonal_coupling_equals_rotated_problem():
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10)
     rho_a = pure_state(1.0, 0.4 * np.exp(0.7j))
     rho_b = HADAMARD @ rho_a @ HADAMARD
-    dyn_a = pt_dynamics(nm.System(0.5 * SZ), nm.Bath(0.5 * SX, correlations), rho_a,
-                        parameters, 1.0)
-    dyn_b = pt_dynamics(nm.System(0.5 * SX), nm.Bath(0.5 * SZ, correlations), rho_b,
-                        parameters, 1.0)
+    dyn_a = pt_dynamics(
+        nm.System(0.5 * SZ), nm.Bath(0.5 * SX, correlations), rho_a, parameters, 1.0
+    )
+    dyn_b = pt_dynamics(
+        nm.System(0.5 * SX), nm.Bath(0.5 * SZ, correlations), rho_b, parameters, 1.0
+    )
     rotated = np.einsum("ij,njk,kl->nil", HADAMARD, dyn_a.states, HADAMARD)
     np.testing.assert_allclose(rotated, dyn_b.states, rtol=0, atol=1e-8)
-    closed = nm.compute_dynamics(nm.System(0.5 * SX), rho_b, dt=0.2, num_steps=5,
-                                 progress_type="silent")
+    closed = nm.compute_dynamics(
+        nm.System(0.5 * SX), rho_b, dt=0.2, num_steps=5, progress_type="silent"
+    )
     assert np.max(np.abs(dyn_b.states - closed.states)) > 1e-2
 
 
@@ -132,14 +140,15 @@ def test_two_half_couplings_equal_one_full_coupling():
     system = nm.System(0.5 * SX)
     rho0 = pure_state(1.0, 0.0)
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10)
-    half = nm.PtTempo(nm.Bath(0.5 * SZ, nm.PowerLawSD(0.1, 1.0, 4.0)), 0.0, 1.2,
-                      parameters).get_process_tensor(progress_type="silent")
-    full = nm.PtTempo(nm.Bath(0.5 * SZ, nm.PowerLawSD(0.2, 1.0, 4.0)), 0.0, 1.2,
-                      parameters).get_process_tensor(progress_type="silent")
+    half = nm.PtTempo(
+        nm.Bath(0.5 * SZ, nm.PowerLawSD(0.1, 1.0, 4.0)), 0.0, 1.2, parameters
+    ).get_process_tensor(progress_type="silent")
+    full = nm.PtTempo(
+        nm.Bath(0.5 * SZ, nm.PowerLawSD(0.2, 1.0, 4.0)), 0.0, 1.2, parameters
+    ).get_process_tensor(progress_type="silent")
     two = nm.compute_dynamics(system, rho0, process_tensor=[half, half], progress_type="silent")
     one = nm.compute_dynamics(system, rho0, process_tensor=full, progress_type="silent")
-    single_half = nm.compute_dynamics(system, rho0, process_tensor=half,
-                                      progress_type="silent")
+    single_half = nm.compute_dynamics(system, rho0, process_tensor=half, progress_type="silent")
     assert len(two) == len(one) == 7
     assert np.max(np.abs(single_half.states - one.states)) > 1e-3  # alpha matters
     np.testing.assert_allclose(two.states, one.states, rtol=0, atol=1e-8)
@@ -148,6 +157,7 @@ def test_two_half_couplings_equal_one_full_coupling():
 # --------------------------------------------------------------------------
 # behaviour
 # --------------------------------------------------------------------------
+
 
 def test_pt_tempo_compute_one_call_and_properties():
     _, bath, _ = driven_spin_boson()
@@ -166,8 +176,9 @@ def test_pt_tempo_compute_one_call_and_properties():
     one_call = nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, progress_type="silent")
     assert len(one_call) == len(pt)
     for step in range(len(pt)):
-        np.testing.assert_array_equal(one_call.get_step_tensor(step)[0],
-                                      pt.get_step_tensor(step)[0])
+        np.testing.assert_array_equal(
+            one_call.get_step_tensor(step)[0], pt.get_step_tensor(step)[0]
+        )
 
 
 def test_pt_tempo_numpy_and_jax_agree():
@@ -177,16 +188,17 @@ def test_pt_tempo_numpy_and_jax_agree():
     results = {}
     for name in ("numpy", "jax"):
         with backends.use_backend(name, "double"):
-            pt = nm.PtTempo(bath, 0.0, 1.0, parameters).get_process_tensor(
-                progress_type="silent")
-            results[name] = nm.compute_dynamics(system, rho0, process_tensor=pt,
-                                                progress_type="silent").states
+            pt = nm.PtTempo(bath, 0.0, 1.0, parameters).get_process_tensor(progress_type="silent")
+            results[name] = nm.compute_dynamics(
+                system, rho0, process_tensor=pt, progress_type="silent"
+            ).states
     np.testing.assert_allclose(results["jax"], results["numpy"], rtol=0, atol=1e-10)
 
 
 # --------------------------------------------------------------------------
 # bad input
 # --------------------------------------------------------------------------
+
 
 def test_pt_tempo_rejects_end_time_before_start_time():
     _, bath, _ = driven_spin_boson()

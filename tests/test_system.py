@@ -35,6 +35,7 @@ def assert_close(a, b, tol=1e-10):
 
 # --- time-independent systems ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("d", [2, 3])
 def test_closed_system_liouvillian_generates_unitary_evolution(d):
     h = random_hermitian(d)
@@ -48,8 +49,9 @@ def test_closed_system_liouvillian_generates_unitary_evolution(d):
 
 def test_amplitude_damping_gives_exponential_decay():
     omega, gamma = 1.3, 0.4
-    system = nonmarkov.System(0.5 * omega * op.sigma("z"), gammas=[gamma],
-                              lindblad_operators=[op.sigma("-")])
+    system = nonmarkov.System(
+        0.5 * omega * op.sigma("z"), gammas=[gamma], lindblad_operators=[op.sigma("-")]
+    )
     rho0 = op.spin_dm("x+")  # population 1/2 in 'up', coherence 1/2
     for t in (0.0, 0.5, 2.0, 7.5):
         rho = evolve(system.liouvillian(), rho0, t)
@@ -65,13 +67,17 @@ def test_amplitude_damping_gives_exponential_decay():
 
 def test_dephasing_rate_adds_to_the_coherence_decay():
     gamma_down, gamma_phi = 0.3, 0.8
-    system = nonmarkov.System(numpy.zeros((2, 2)), gammas=[gamma_down, gamma_phi],
-                              lindblad_operators=[op.sigma("-"), op.sigma("z")])
+    system = nonmarkov.System(
+        numpy.zeros((2, 2)),
+        gammas=[gamma_down, gamma_phi],
+        lindblad_operators=[op.sigma("-"), op.sigma("z")],
+    )
     t = 1.1
     rho = evolve(system.liouvillian(), op.spin_dm("x+"), t)
     # sigma_z dephasing with rate gamma_phi damps coherences at 2 gamma_phi
     assert abs(rho[0, 1]) == pytest.approx(
-        0.5 * numpy.exp(-(0.5 * gamma_down + 2 * gamma_phi) * t), rel=1e-12)
+        0.5 * numpy.exp(-(0.5 * gamma_down + 2 * gamma_phi) * t), rel=1e-12
+    )
 
 
 def test_half_step_propagators_compose_to_one_step():
@@ -98,17 +104,18 @@ def test_system_properties_are_copies():
 
 # --- time-dependent systems ----------------------------------------------------------------
 
+
 def test_time_dependent_system_with_constant_hamiltonian_equals_system():
     h = random_hermitian(2)
     static = nonmarkov.System(h, gammas=[0.3], lindblad_operators=[op.sigma("-")])
     dynamic = nonmarkov.TimeDependentSystem(
-        lambda t: h, gammas=[lambda t: 0.3], lindblad_operators=[lambda t: op.sigma("-")])
+        lambda t: h, gammas=[lambda t: 0.3], lindblad_operators=[lambda t: op.sigma("-")]
+    )
     assert dynamic.dimension == 2
     assert_close(dynamic.liouvillian(0.8), static.liouvillian())
     dt = 0.2
     for subdiv_limit in (None, 256):
-        first, second = dynamic.get_propagators(dt, start_time=1.0,
-                                                subdiv_limit=subdiv_limit)(3)
+        first, second = dynamic.get_propagators(dt, start_time=1.0, subdiv_limit=subdiv_limit)(3)
         s_first, s_second = static.get_propagators(dt)(3)
         assert_close(first, s_first)
         assert_close(second, s_second)
@@ -121,12 +128,19 @@ def driven_hamiltonian(t: float) -> numpy.ndarray:
 
 def exact_propagator(hamiltonian, t0: float, t1: float) -> numpy.ndarray:
     """Superoperator of the time-ordered closed evolution from t0 to t1 (solve_ivp)."""
+
     def rhs(t, y):
         u = y.reshape(2, 2)
         return (-1j * hamiltonian(t) @ u).reshape(-1)
 
-    solution = scipy.integrate.solve_ivp(rhs, (t0, t1), numpy.eye(2, dtype=complex).reshape(-1),
-                                         method="DOP853", rtol=1e-13, atol=1e-13)
+    solution = scipy.integrate.solve_ivp(
+        rhs,
+        (t0, t1),
+        numpy.eye(2, dtype=complex).reshape(-1),
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+    )
     u = solution.y[:, -1].reshape(2, 2)
     return op.unitary_super(u)
 
@@ -137,8 +151,9 @@ def test_time_dependent_propagators_converge_to_the_exact_step(subdiv_limit):
     start, step = 0.3, 2
     errors = []
     for dt in (0.04, 0.02):
-        first, second = system.get_propagators(dt, start_time=start,
-                                               subdiv_limit=subdiv_limit)(step)
+        first, second = system.get_propagators(dt, start_time=start, subdiv_limit=subdiv_limit)(
+            step
+        )
         t0 = start + step * dt
         exact_first = exact_propagator(driven_hamiltonian, t0, t0 + 0.5 * dt)
         exact_full = exact_propagator(driven_hamiltonian, t0, t0 + dt)
@@ -168,18 +183,21 @@ def test_quad_vec_propagator_is_exact_for_commuting_hamiltonians():
 def test_time_dependent_lindblad_rate_is_integrated():
     # pure decay with a rate gamma(t) = 2 t: population up = exp(-int gamma) = exp(-t^2)
     system = nonmarkov.TimeDependentSystem(
-        lambda t: numpy.zeros((2, 2)), gammas=[lambda t: 2.0 * t],
-        lindblad_operators=[lambda t: op.sigma("-")])
+        lambda t: numpy.zeros((2, 2)),
+        gammas=[lambda t: 2.0 * t],
+        lindblad_operators=[lambda t: op.sigma("-")],
+    )
     dt = 0.5
     propagators = system.get_propagators(dt)
     vector = op.spin_dm("up").reshape(-1)
     for step in range(4):
         first, second = propagators(step)
         vector = second @ first @ vector
-    assert vector[0].real == pytest.approx(numpy.exp(-(4 * dt) ** 2), rel=1e-10)
+    assert vector[0].real == pytest.approx(numpy.exp(-((4 * dt) ** 2)), rel=1e-10)
 
 
 # --- bad input -------------------------------------------------------------------------------
+
 
 def test_non_square_hamiltonian():
     with pytest.raises(ValueError, match="hamiltonian must be a non-empty square matrix"):
@@ -207,19 +225,26 @@ def test_gammas_and_lindblad_operators_of_different_lengths():
 
 def test_negative_gamma():
     with pytest.raises(ValueError, match=r"gammas\[1\] must be >= 0"):
-        nonmarkov.System(op.sigma("z"), gammas=[0.1, -0.2],
-                         lindblad_operators=[op.sigma("-"), op.sigma("z")])
+        nonmarkov.System(
+            op.sigma("z"), gammas=[0.1, -0.2], lindblad_operators=[op.sigma("-"), op.sigma("z")]
+        )
     with pytest.raises(ValueError, match=r"gammas\[0\]\(0.0\) must be >= 0"):
-        nonmarkov.TimeDependentSystem(lambda t: op.sigma("z"), gammas=[lambda t: -1.0],
-                                      lindblad_operators=[lambda t: op.sigma("-")])
+        nonmarkov.TimeDependentSystem(
+            lambda t: op.sigma("z"),
+            gammas=[lambda t: -1.0],
+            lindblad_operators=[lambda t: op.sigma("-")],
+        )
 
 
 def test_lindblad_operator_of_mismatched_dimension():
     with pytest.raises(ValueError, match=r"lindblad_operators\[0\] has dimension 3"):
         nonmarkov.System(op.sigma("z"), gammas=[0.1], lindblad_operators=[numpy.eye(3)])
     with pytest.raises(ValueError, match=r"lindblad_operators\[0\]\(0.0\) has dimension 3"):
-        nonmarkov.TimeDependentSystem(lambda t: op.sigma("z"), gammas=[lambda t: 0.1],
-                                      lindblad_operators=[lambda t: numpy.eye(3)])
+        nonmarkov.TimeDependentSystem(
+            lambda t: op.sigma("z"),
+            gammas=[lambda t: 0.1],
+            lindblad_operators=[lambda t: numpy.eye(3)],
+        )
 
 
 def test_callable_hamiltonian_returning_the_wrong_shape():
@@ -228,8 +253,7 @@ def test_callable_hamiltonian_returning_the_wrong_shape():
     with pytest.raises(ValueError, match=r"hamiltonian\(0.0\) must be Hermitian"):
         nonmarkov.TimeDependentSystem(lambda t: op.sigma("+"))
     # a Hamiltonian whose dimension changes after t = 0
-    system = nonmarkov.TimeDependentSystem(
-        lambda t: op.sigma("z") if t < 0.5 else numpy.eye(3))
+    system = nonmarkov.TimeDependentSystem(lambda t: op.sigma("z") if t < 0.5 else numpy.eye(3))
     with pytest.raises(ValueError, match=r"hamiltonian\(1.0\) returned shape \(3, 3\)"):
         system.liouvillian(1.0)
 
@@ -238,8 +262,9 @@ def test_time_dependent_system_needs_callables():
     with pytest.raises(TypeError, match="hamiltonian of a TimeDependentSystem must be a callable"):
         nonmarkov.TimeDependentSystem(op.sigma("z"))
     with pytest.raises(TypeError, match="each of gammas"):
-        nonmarkov.TimeDependentSystem(lambda t: op.sigma("z"), gammas=[0.1],
-                                      lindblad_operators=[lambda t: op.sigma("-")])
+        nonmarkov.TimeDependentSystem(
+            lambda t: op.sigma("z"), gammas=[0.1], lindblad_operators=[lambda t: op.sigma("-")]
+        )
 
 
 def test_bad_time_step():

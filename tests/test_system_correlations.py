@@ -37,8 +37,9 @@ def liouvillian(hamiltonian, gamma=0.0, lindblad=None):
     generator = -1j * (np.kron(hamiltonian, eye) - np.kron(eye, hamiltonian.T))
     if lindblad is not None:
         ada = lindblad.conj().T @ lindblad
-        generator = generator + gamma * (np.kron(lindblad, lindblad.conj())
-                                         - 0.5 * np.kron(ada, eye) - 0.5 * np.kron(eye, ada.T))
+        generator = generator + gamma * (
+            np.kron(lindblad, lindblad.conj()) - 0.5 * np.kron(ada, eye) - 0.5 * np.kron(eye, ada.T)
+        )
     return generator
 
 
@@ -89,16 +90,34 @@ def test_closed_system_two_time_equals_heisenberg_picture(with_pt, zero_coupling
         source = {"process_tensor": zero_coupling_pt}
     else:
         source = {"process_tensor": nm.TrivialProcessTensor(2), "dt": 0.2, "num_steps": 5}
-    times, values = compute_correlations(system, operator_a=A_OP, operator_b=B_OP,
-                                         times_a=slice(None), times_b=slice(None),
-                                         time_order="full", initial_state=RHO0,
-                                         start_time=start, **source, **SILENT)
+    times, values = compute_correlations(
+        system,
+        operator_a=A_OP,
+        operator_b=B_OP,
+        times_a=slice(None),
+        times_b=slice(None),
+        time_order="full",
+        initial_state=RHO0,
+        start_time=start,
+        **source,
+        **SILENT,
+    )
     grid = start + 0.2 * np.arange(6)
     np.testing.assert_allclose(times[0], grid, atol=1e-12)
     np.testing.assert_allclose(times[1], grid, atol=1e-12)
-    exact = np.array([[np.trace(heisenberg(HAMILTONIAN, B_OP, tb - start)
-                                @ heisenberg(HAMILTONIAN, A_OP, ta - start) @ RHO0)
-                       for tb in grid] for ta in grid])
+    exact = np.array(
+        [
+            [
+                np.trace(
+                    heisenberg(HAMILTONIAN, B_OP, tb - start)
+                    @ heisenberg(HAMILTONIAN, A_OP, ta - start)
+                    @ RHO0
+                )
+                for tb in grid
+            ]
+            for ta in grid
+        ]
+    )
     np.testing.assert_allclose(values, exact, rtol=0, atol=1e-12)
     # the times matter: the correlation is not constant along either axis
     assert np.ptp(np.abs(exact[0])) > 0.1 and np.ptp(np.abs(exact[:, -1])) > 0.1
@@ -111,22 +130,26 @@ def test_lindblad_two_and_three_time_equal_quantum_regression():
     generator = liouvillian(HAMILTONIAN, gamma, SIGMA_MINUS)
     dt, steps = 0.25, 4
     kwargs = {"initial_state": RHO0, "dt": dt, "num_steps": steps, **SILENT}
-    times, values = compute_correlations(system, None, A_OP, B_OP, slice(None), slice(None),
-                                         time_order="full", **kwargs)
+    times, values = compute_correlations(
+        system, None, A_OP, B_OP, slice(None), slice(None), time_order="full", **kwargs
+    )
     grid = dt * np.arange(steps + 1)
     for i, j in itertools.product(range(steps + 1), repeat=2):
         if i <= j:  # A from the left at t_a, read out B at t_b
-            expected = regression_chain(generator, RHO0, [A_OP, B_OP], ["left", "left"],
-                                        [grid[i], grid[j]])
+            expected = regression_chain(
+                generator, RHO0, [A_OP, B_OP], ["left", "left"], [grid[i], grid[j]]
+            )
         else:  # B from the right at t_b, read out A at t_a
-            expected = regression_chain(generator, RHO0, [B_OP, A_OP], ["right", "left"],
-                                        [grid[j], grid[i]])
+            expected = regression_chain(
+                generator, RHO0, [B_OP, A_OP], ["right", "left"], [grid[j], grid[i]]
+            )
         assert values[i, j] == pytest.approx(expected, abs=1e-12)
     # three times, mixed sides
     ops = [SIGMA_PLUS, SX, A_OP]
     sides = ["right", "left", "left"]
-    times, values = compute_correlations_nt(system, None, ops, [[0, 2], slice(1, 4), 4],
-                                            sides, **kwargs)
+    times, values = compute_correlations_nt(
+        system, None, ops, [[0, 2], slice(1, 4), 4], sides, **kwargs
+    )
     assert values.shape == (2, 3, 1)
     for (i, ti), (j, tj) in itertools.product(enumerate(times[0]), enumerate(times[1])):
         if ti <= tj + 1e-12:
@@ -139,6 +162,7 @@ def test_lindblad_two_and_three_time_equal_quantum_regression():
 # --------------------------------------------------------------------------
 # independent-boson model
 # --------------------------------------------------------------------------
+
 
 def independent_boson_correlation(rho0, energies, couplings, phi, operators, sides, times):
     """Exact n-time correlation of the independent-boson model (Gaussian bath, S diagonal).
@@ -168,8 +192,12 @@ def independent_boson_correlation(rho0, energies, couplings, phi, operators, sid
     for j in range(1, n + 1):
         q[j - 1, j - 1] = phi(tau[j] - tau[j - 1])
         for l_ in range(1, j):
-            q[j - 1, l_ - 1] = (phi(tau[j] - tau[l_ - 1]) + phi(tau[j - 1] - tau[l_])
-                                - phi(tau[j] - tau[l_]) - phi(tau[j - 1] - tau[l_ - 1]))
+            q[j - 1, l_ - 1] = (
+                phi(tau[j] - tau[l_ - 1])
+                + phi(tau[j - 1] - tau[l_])
+                - phi(tau[j] - tau[l_])
+                - phi(tau[j - 1] - tau[l_ - 1])
+            )
     total = 0.0j
     for path in itertools.product(range(d * d), repeat=n):
         a = [p // d for p in path]
@@ -188,8 +216,7 @@ def independent_boson_correlation(rho0, energies, couplings, phi, operators, sid
             exponent -= 1j * (energies[a[j]] - energies[b[j]]) * (tau[j + 1] - tau[j])
             x = couplings[a[j]] - couplings[b[j]]
             for l_ in range(j + 1):
-                exponent -= x * (q[j, l_] * couplings[a[l_]]
-                                 - np.conj(q[j, l_]) * couplings[b[l_]])
+                exponent -= x * (q[j, l_] * couplings[a[l_]] - np.conj(q[j, l_]) * couplings[b[l_]])
         total += weight * np.exp(exponent)
     return total
 
@@ -208,8 +235,9 @@ def independent_boson():
     def phi(u):
         return phi_values[int(round(u / dt))]
 
-    bath = nm.Bath(np.diag(couplings).astype(complex),
-                   nm.PowerLawSD(alpha, 1.0, wc, temperature=temperature))
+    bath = nm.Bath(
+        np.diag(couplings).astype(complex), nm.PowerLawSD(alpha, 1.0, wc, temperature=temperature)
+    )
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-11)  # full memory
     pt = nm.PtTempo(bath, 0.0, steps * dt, parameters).get_process_tensor(**SILENT)
     system = nm.System(np.diag(energies).astype(complex))
@@ -229,8 +257,17 @@ IB_BOUND = 1e-8
 def test_independent_boson_two_time_correlations(independent_boson):
     system, pt, rho0, energies, couplings, phi, dt, steps = independent_boson
     a_op, b_op = SX, SX + 0.5 * SY
-    times, values = compute_correlations(system, pt, a_op, b_op, slice(None), slice(None),
-                                         time_order="full", initial_state=rho0, **SILENT)
+    times, values = compute_correlations(
+        system,
+        pt,
+        a_op,
+        b_op,
+        slice(None),
+        slice(None),
+        time_order="full",
+        initial_state=rho0,
+        **SILENT,
+    )
     no_bath = lambda u: 0.0  # noqa: E731
     largest_effect = 0.0
     for i, j in itertools.product(range(steps + 1), repeat=2):
@@ -246,14 +283,16 @@ def test_independent_boson_two_time_correlations(independent_boson):
     assert largest_effect > 5e-2  # the bath matters
 
 
-@pytest.mark.parametrize("sides", [("left", "left", "left"), ("right", "left", "right"),
-                                   ("left", "right", "left")])
+@pytest.mark.parametrize(
+    "sides", [("left", "left", "left"), ("right", "left", "right"), ("left", "right", "left")]
+)
 def test_independent_boson_three_time_correlations(independent_boson, sides):
     system, pt, rho0, energies, couplings, phi, dt, steps = independent_boson
     operators = [SX, SX + 0.5j * SY, SIGMA_PLUS + 0.3 * SZ]
     ops_times = [slice(0, 3), [1, 2, 4], slice(3, None)]
-    times, values = compute_correlations_nt(system, pt, operators, ops_times, list(sides),
-                                            initial_state=rho0, **SILENT)
+    times, values = compute_correlations_nt(
+        system, pt, operators, ops_times, list(sides), initial_state=rho0, **SILENT
+    )
     assert values.shape == (3, 3, 3)
     no_bath = lambda u: 0.0  # noqa: E731
     largest_effect = 0.0
@@ -262,10 +301,10 @@ def test_independent_boson_three_time_correlations(independent_boson, sides):
         if not t[0] <= t[1] <= t[2]:
             assert np.isnan(values[index])
             continue
-        exact = independent_boson_correlation(rho0, energies, couplings, phi, operators,
-                                              sides, t)
-        closed = independent_boson_correlation(rho0, energies, couplings, no_bath, operators,
-                                               sides, t)
+        exact = independent_boson_correlation(rho0, energies, couplings, phi, operators, sides, t)
+        closed = independent_boson_correlation(
+            rho0, energies, couplings, no_bath, operators, sides, t
+        )
         largest_effect = max(largest_effect, abs(exact - closed))
         assert abs(values[index] - exact) <= IB_BOUND, (index, values[index], exact)
     assert largest_effect > 5e-2
@@ -274,6 +313,7 @@ def test_independent_boson_three_time_correlations(independent_boson, sides):
 # --------------------------------------------------------------------------
 # conventions of times and time_order
 # --------------------------------------------------------------------------
+
 
 def tiny_case(**kwargs):
     """A closed spin on a grid of 4 steps of 0.1 from t = 0.5."""
@@ -287,8 +327,9 @@ def test_time_order_shapes_and_nan_patterns():
     system, kwargs = tiny_case()
     results = {}
     for order in ("ordered", "anti", "full"):
-        times, values = compute_correlations(system, None, A_OP, B_OP, slice(None),
-                                             slice(None), time_order=order, **kwargs)
+        times, values = compute_correlations(
+            system, None, A_OP, B_OP, slice(None), slice(None), time_order=order, **kwargs
+        )
         assert isinstance(times, list) and len(times) == 2
         np.testing.assert_allclose(times[0], 0.5 + 0.1 * np.arange(5), atol=1e-12)
         np.testing.assert_allclose(times[1], times[0], atol=1e-12)
@@ -304,48 +345,51 @@ def test_time_order_shapes_and_nan_patterns():
     np.testing.assert_allclose(results["full"][upper], results["ordered"][upper], atol=1e-14)
     np.testing.assert_allclose(results["full"][lower], results["anti"][lower], atol=1e-14)
     # at equal times both rules give Tr[B A rho(t)]
-    np.testing.assert_allclose(np.diag(results["ordered"]), np.diag(results["anti"]),
-                               atol=1e-12)
+    np.testing.assert_allclose(np.diag(results["ordered"]), np.diag(results["anti"]), atol=1e-12)
 
 
 def test_time_specifications_select_grid_steps():
     """int = step, float = nearest grid time, (t0, t1) = steps from nearest t0 to nearest t1."""
     system, kwargs = tiny_case()
-    _, full = compute_correlations(system, None, A_OP, B_OP, slice(None), slice(None),
-                                   time_order="full", **kwargs)
+    _, full = compute_correlations(
+        system, None, A_OP, B_OP, slice(None), slice(None), time_order="full", **kwargs
+    )
     grid = 0.5 + 0.1 * np.arange(5)
     cases = [
         (2, [2]),
-        (0.74, [2]),                       # nearest grid time 0.7
-        ((0.56, 0.81), [1, 2, 3]),         # both ends rounded to the nearest step
-        ((0.8, 0.6), [3, 2, 1]),           # a reversed interval runs backwards
+        (0.74, [2]),  # nearest grid time 0.7
+        ((0.56, 0.81), [1, 2, 3]),  # both ends rounded to the nearest step
+        ((0.8, 0.6), [3, 2, 1]),  # a reversed interval runs backwards
         (slice(1, None, 2), [1, 3]),
         ([4, slice(0, 2), 0.61], [4, 0, 1, 1]),
         (np.array([3, 0]), [3, 0]),
     ]
     for spec, steps in cases:
-        times, values = compute_correlations(system, None, A_OP, B_OP, spec, [0, 4],
-                                             time_order="full", **kwargs)
+        times, values = compute_correlations(
+            system, None, A_OP, B_OP, spec, [0, 4], time_order="full", **kwargs
+        )
         np.testing.assert_allclose(times[0], grid[steps], atol=1e-12, err_msg=str(spec))
         np.testing.assert_allclose(times[1], grid[[0, 4]], atol=1e-12)
-        np.testing.assert_allclose(values, full[np.ix_(steps, [0, 4])], atol=1e-13,
-                                   err_msg=str(spec))
+        np.testing.assert_allclose(
+            values, full[np.ix_(steps, [0, 4])], atol=1e-13, err_msg=str(spec)
+        )
 
 
 def test_two_operator_nt_equals_two_time_correlations():
     system, kwargs = tiny_case()
-    _, ordered = compute_correlations(system, None, A_OP, B_OP, slice(None), slice(1, 4),
-                                      **kwargs)
-    _, anti = compute_correlations(system, None, A_OP, B_OP, slice(None), slice(1, 4),
-                                   time_order="anti", **kwargs)
-    times, left = compute_correlations_nt(system, None, [A_OP, B_OP],
-                                          [slice(None), slice(1, 4)], ["left", "left"],
-                                          **kwargs)
+    _, ordered = compute_correlations(system, None, A_OP, B_OP, slice(None), slice(1, 4), **kwargs)
+    _, anti = compute_correlations(
+        system, None, A_OP, B_OP, slice(None), slice(1, 4), time_order="anti", **kwargs
+    )
+    times, left = compute_correlations_nt(
+        system, None, [A_OP, B_OP], [slice(None), slice(1, 4)], ["left", "left"], **kwargs
+    )
     assert len(times) == 2 and left.shape == (5, 3)
     np.testing.assert_array_equal(np.isnan(left), np.isnan(ordered))
     np.testing.assert_allclose(left, ordered, atol=1e-14)
-    _, right = compute_correlations_nt(system, None, [B_OP, A_OP], [slice(1, 4), slice(None)],
-                                       ["right", "right"], **kwargs)
+    _, right = compute_correlations_nt(
+        system, None, [B_OP, A_OP], [slice(1, 4), slice(None)], ["right", "right"], **kwargs
+    )
     np.testing.assert_array_equal(np.isnan(right.T), np.isnan(anti))
     np.testing.assert_allclose(right.T, anti, atol=1e-14)
 
@@ -354,11 +398,11 @@ def test_two_operator_nt_equals_two_time_correlations():
 # several environments
 # --------------------------------------------------------------------------
 
+
 def spin_boson_pt(alpha, temperature, coupling, dt=0.2, steps=4, unique=False):
     bath = nm.Bath(coupling, nm.PowerLawSD(alpha, 1.0, 4.0, temperature=temperature))
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-10, dkmax=3)
-    return nm.PtTempo(bath, 0.0, steps * dt, parameters, unique=unique).get_process_tensor(
-        **SILENT)
+    return nm.PtTempo(bath, 0.0, steps * dt, parameters, unique=unique).get_process_tensor(**SILENT)
 
 
 @pytest.fixture(scope="module")
@@ -366,9 +410,12 @@ def two_baths():
     """Single-qubit PTs of a sigma_z bath at T = 0.8 and a sigma_x bath at T = 1.6, and the
     same baths coupled to qubit 1 (S_1 x I) and qubit 2 (I x S_2) of a two-qubit system."""
     s1, s2 = 0.5 * SZ, 0.5 * SX
-    return {"z": spin_boson_pt(0.2, 0.8, s1), "x": spin_boson_pt(0.15, 1.6, s2),
-            "z-qubit1": spin_boson_pt(0.2, 0.8, np.kron(s1, np.eye(2)), unique=True),
-            "x-qubit2": spin_boson_pt(0.15, 1.6, np.kron(np.eye(2), s2), unique=True)}
+    return {
+        "z": spin_boson_pt(0.2, 0.8, s1),
+        "x": spin_boson_pt(0.15, 1.6, s2),
+        "z-qubit1": spin_boson_pt(0.2, 0.8, np.kron(s1, np.eye(2)), unique=True),
+        "x-qubit2": spin_boson_pt(0.15, 1.6, np.kron(np.eye(2), s2), unique=True),
+    }
 
 
 def test_two_half_strength_baths_equal_one_bath(two_baths):
@@ -378,19 +425,23 @@ def test_two_half_strength_baths_equal_one_bath(two_baths):
     half = spin_boson_pt(0.1, 0.8, 0.5 * SZ)
     kwargs = {"initial_state": RHO0, "time_order": "full", **SILENT}
     _, one = compute_correlations(system, full, A_OP, B_OP, slice(None), slice(None), **kwargs)
-    _, two = compute_correlations(system, [half, half], A_OP, B_OP, slice(None), slice(None),
-                                  **kwargs)
+    _, two = compute_correlations(
+        system, [half, half], A_OP, B_OP, slice(None), slice(None), **kwargs
+    )
     # the same discretised influence functional; differences from truncation only
     np.testing.assert_allclose(two, one, rtol=0, atol=1e-7)
-    _, single_half = compute_correlations(system, half, A_OP, B_OP, slice(None), slice(None),
-                                          **kwargs)
+    _, single_half = compute_correlations(
+        system, half, A_OP, B_OP, slice(None), slice(None), **kwargs
+    )
     assert np.max(np.abs(single_half - one)) > 1e-2
     ops_times = [slice(0, 3), slice(1, 4), slice(2, 5)]
     sides = ["left", "right", "left"]
-    _, one3 = compute_correlations_nt(system, full, [A_OP, B_OP, SX], ops_times, sides,
-                                      initial_state=RHO0, **SILENT)
-    _, two3 = compute_correlations_nt(system, [half, half], [A_OP, B_OP, SX], ops_times, sides,
-                                      initial_state=RHO0, **SILENT)
+    _, one3 = compute_correlations_nt(
+        system, full, [A_OP, B_OP, SX], ops_times, sides, initial_state=RHO0, **SILENT
+    )
+    _, two3 = compute_correlations_nt(
+        system, [half, half], [A_OP, B_OP, SX], ops_times, sides, initial_state=RHO0, **SILENT
+    )
     np.testing.assert_array_equal(np.isnan(two3), np.isnan(one3))
     np.testing.assert_allclose(two3, one3, rtol=0, atol=1e-7)
 
@@ -404,13 +455,14 @@ def test_identity_operator_gives_expectation_values_with_two_baths(two_baths):
     _, b_values = dynamics.expectations(B_OP)
     _, a_values = dynamics.expectations(A_OP)
     kwargs = {"time_order": "full", "initial_state": RHO0, **SILENT}
-    _, values = compute_correlations(system, pts, np.eye(2), B_OP, slice(None), slice(None),
-                                     **kwargs)
+    _, values = compute_correlations(
+        system, pts, np.eye(2), B_OP, slice(None), slice(None), **kwargs
+    )
     np.testing.assert_allclose(values, np.broadcast_to(b_values, values.shape), atol=1e-12)
-    _, values = compute_correlations(system, pts, A_OP, np.eye(2), slice(None), slice(None),
-                                     **kwargs)
-    np.testing.assert_allclose(values, np.broadcast_to(a_values[:, None], values.shape),
-                               atol=1e-12)
+    _, values = compute_correlations(
+        system, pts, A_OP, np.eye(2), slice(None), slice(None), **kwargs
+    )
+    np.testing.assert_allclose(values, np.broadcast_to(a_values[:, None], values.shape), atol=1e-12)
     only_z = nm.compute_dynamics(system, RHO0, process_tensor=pts[0], **SILENT)
     assert np.max(np.abs(only_z.expectations(B_OP)[1] - b_values)) > 1e-2
 
@@ -425,17 +477,50 @@ def test_baths_on_different_qubits_factorise(two_baths):
     system = nm.System(np.kron(h1, eye) + np.kron(eye, h2))
     a1, b1, a2, b2 = SZ + 0.4 * SY, SX, SX, SIGMA_PLUS + SZ
     kwargs = {"time_order": "full", **SILENT}
-    _, both = compute_correlations(system, [two_baths["z-qubit1"], two_baths["x-qubit2"]],
-                                   np.kron(a1, a2), np.kron(b1, b2), slice(None), slice(None),
-                                   initial_state=np.kron(rho1, rho2), **kwargs)
-    _, first = compute_correlations(nm.System(h1), two_baths["z"], a1, b1, slice(None),
-                                    slice(None), initial_state=rho1, **kwargs)
-    _, second = compute_correlations(nm.System(h2), two_baths["x"], a2, b2, slice(None),
-                                     slice(None), initial_state=rho2, **kwargs)
+    _, both = compute_correlations(
+        system,
+        [two_baths["z-qubit1"], two_baths["x-qubit2"]],
+        np.kron(a1, a2),
+        np.kron(b1, b2),
+        slice(None),
+        slice(None),
+        initial_state=np.kron(rho1, rho2),
+        **kwargs,
+    )
+    _, first = compute_correlations(
+        nm.System(h1),
+        two_baths["z"],
+        a1,
+        b1,
+        slice(None),
+        slice(None),
+        initial_state=rho1,
+        **kwargs,
+    )
+    _, second = compute_correlations(
+        nm.System(h2),
+        two_baths["x"],
+        a2,
+        b2,
+        slice(None),
+        slice(None),
+        initial_state=rho2,
+        **kwargs,
+    )
     np.testing.assert_allclose(both, first * second, rtol=0, atol=1e-8)
     # each bath matters
-    _, closed = compute_correlations(nm.System(h2), None, a2, b2, slice(None), slice(None),
-                                     initial_state=rho2, dt=0.2, num_steps=4, **kwargs)
+    _, closed = compute_correlations(
+        nm.System(h2),
+        None,
+        a2,
+        b2,
+        slice(None),
+        slice(None),
+        initial_state=rho2,
+        dt=0.2,
+        num_steps=4,
+        **kwargs,
+    )
     assert np.max(np.abs(second - closed)) > 1e-2
 
 
@@ -443,30 +528,39 @@ def test_baths_on_different_qubits_factorise(two_baths):
 # bad input
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change, error, match", [
-    ({"times_a": 5}, ValueError, "times_a"),
-    ({"times_b": -1}, ValueError, "times_b"),
-    ({"times_a": 0.96}, ValueError, "times_a"),
-    ({"times_b": (0.5, 1.2)}, ValueError, "times_b"),
-    ({"times_a": slice(7, 9)}, ValueError, "times_a"),
-    ({"times_a": []}, ValueError, "times_a"),
-    ({"times_a": "all"}, TypeError, "times_a"),
-    ({"times_b": (0.5, 0.6, 0.7)}, TypeError, "times_b"),
-    ({"times_b": [1, None]}, TypeError, "times_b"),
-    ({"time_order": "forward"}, ValueError, "time_order"),
-    ({"operator_a": np.eye(3)}, ValueError, "operator_a"),
-    ({"operator_b": np.ones((2, 3))}, ValueError, "operator_b"),
-    ({"initial_state": None}, ValueError, "initial_state"),
-    ({"initial_state": np.eye(2)}, ValueError, "initial_state"),
-    ({"progress_type": "loud"}, ValueError, "progress_type"),
-    ({"num_steps": None}, ValueError, "num_steps"),
-    ({"dt": None}, ValueError, "dt"),
-    ({"control": np.eye(4)}, TypeError, "control"),
-])
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        ({"times_a": 5}, ValueError, "times_a"),
+        ({"times_b": -1}, ValueError, "times_b"),
+        ({"times_a": 0.96}, ValueError, "times_a"),
+        ({"times_b": (0.5, 1.2)}, ValueError, "times_b"),
+        ({"times_a": slice(7, 9)}, ValueError, "times_a"),
+        ({"times_a": []}, ValueError, "times_a"),
+        ({"times_a": "all"}, TypeError, "times_a"),
+        ({"times_b": (0.5, 0.6, 0.7)}, TypeError, "times_b"),
+        ({"times_b": [1, None]}, TypeError, "times_b"),
+        ({"time_order": "forward"}, ValueError, "time_order"),
+        ({"operator_a": np.eye(3)}, ValueError, "operator_a"),
+        ({"operator_b": np.ones((2, 3))}, ValueError, "operator_b"),
+        ({"initial_state": None}, ValueError, "initial_state"),
+        ({"initial_state": np.eye(2)}, ValueError, "initial_state"),
+        ({"progress_type": "loud"}, ValueError, "progress_type"),
+        ({"num_steps": None}, ValueError, "num_steps"),
+        ({"dt": None}, ValueError, "dt"),
+        ({"control": np.eye(4)}, TypeError, "control"),
+    ],
+)
 def test_compute_correlations_rejects_bad_input(change, error, match):
     system, kwargs = tiny_case()
-    arguments = {"operator_a": A_OP, "operator_b": B_OP, "times_a": slice(None),
-                 "times_b": slice(None), **kwargs}
+    arguments = {
+        "operator_a": A_OP,
+        "operator_b": B_OP,
+        "times_a": slice(None),
+        "times_b": slice(None),
+        **kwargs,
+    }
     arguments.update(change)
     with pytest.raises(error, match=match):
         compute_correlations(system, None, **arguments)
@@ -478,31 +572,46 @@ def test_correlations_reject_bad_system_and_process_tensor(zero_coupling_pt):
         compute_correlations(HAMILTONIAN, zero_coupling_pt, A_OP, B_OP, 0, 1, **kwargs)
     three = nm.System(np.diag([0.0, 1.0, 2.0]))
     with pytest.raises(ValueError, match="dimension"):
-        compute_correlations(three, zero_coupling_pt, np.eye(3), np.eye(3), 0, 1,
-                             **dict(kwargs, initial_state=np.eye(3) / 3))
+        compute_correlations(
+            three,
+            zero_coupling_pt,
+            np.eye(3),
+            np.eye(3),
+            0,
+            1,
+            **dict(kwargs, initial_state=np.eye(3) / 3),
+        )
     with pytest.raises(ValueError, match="times_b"):  # beyond the PT's 5 steps
-        compute_correlations(nm.System(HAMILTONIAN), zero_coupling_pt, A_OP, B_OP, 0, 6,
-                             **kwargs)
+        compute_correlations(nm.System(HAMILTONIAN), zero_coupling_pt, A_OP, B_OP, 0, 6, **kwargs)
     with pytest.raises(ValueError, match="dt"):
-        compute_correlations(nm.System(HAMILTONIAN), zero_coupling_pt, A_OP, B_OP, 0, 1,
-                             **dict(kwargs, dt=0.1))
+        compute_correlations(
+            nm.System(HAMILTONIAN), zero_coupling_pt, A_OP, B_OP, 0, 1, **dict(kwargs, dt=0.1)
+        )
     with pytest.raises(TypeError, match="process_tensor"):
-        compute_correlations(nm.System(HAMILTONIAN), [zero_coupling_pt, "pt"], A_OP, B_OP, 0,
-                             1, **kwargs)
+        compute_correlations(
+            nm.System(HAMILTONIAN), [zero_coupling_pt, "pt"], A_OP, B_OP, 0, 1, **kwargs
+        )
 
 
-@pytest.mark.parametrize("change, error, match", [
-    ({"operators": [SX]}, ValueError, "same length"),
-    ({"ops_order": ["left", "up"]}, ValueError, r"ops_order\[1\]"),
-    ({"ops_order": "left"}, TypeError, "ops_order"),
-    ({"operators": [SX, np.eye(3)]}, ValueError, r"operators\[1\]"),
-    ({"ops_times": [0, 9]}, ValueError, r"ops_times\[1\]"),
-    ({"operators": []}, ValueError, "operators"),
-])
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        ({"operators": [SX]}, ValueError, "same length"),
+        ({"ops_order": ["left", "up"]}, ValueError, r"ops_order\[1\]"),
+        ({"ops_order": "left"}, TypeError, "ops_order"),
+        ({"operators": [SX, np.eye(3)]}, ValueError, r"operators\[1\]"),
+        ({"ops_times": [0, 9]}, ValueError, r"ops_times\[1\]"),
+        ({"operators": []}, ValueError, "operators"),
+    ],
+)
 def test_compute_correlations_nt_rejects_bad_input(change, error, match):
     system, kwargs = tiny_case()
-    arguments = {"operators": [SX, SZ], "ops_times": [0, slice(None)],
-                 "ops_order": ["left", "left"], **kwargs}
+    arguments = {
+        "operators": [SX, SZ],
+        "ops_times": [0, slice(None)],
+        "ops_order": ["left", "left"],
+        **kwargs,
+    }
     arguments.update(change)
     if change.get("operators") == []:
         arguments.update(ops_times=[], ops_order=[])
@@ -516,8 +625,7 @@ def test_correlations_with_control_match_manual_propagation():
     rotation = scipy.linalg.expm(-0.5j * 0.9 * SY)
     control = nm.Control(2)
     control.add_single(1, np.kron(rotation, rotation.conj()))
-    _, values = compute_correlations(system, None, A_OP, B_OP, [0, 1], 3, control=control,
-                                     **kwargs)
+    _, values = compute_correlations(system, None, A_OP, B_OP, [0, 1], 3, control=control, **kwargs)
     generator = liouvillian(HAMILTONIAN)
 
     def evolve(rho, t):

@@ -31,6 +31,7 @@ HADAMARD = np.array([[1.0, 1.0], [1.0, -1.0]], dtype=complex) / math.sqrt(2.0)
 # helpers (independent of the library)
 # --------------------------------------------------------------------------
 
+
 def pure_state(*amplitudes: complex) -> np.ndarray:
     """|psi><psi| of the normalised vector ``amplitudes``."""
     psi = np.asarray(amplitudes, dtype=complex)
@@ -88,28 +89,30 @@ INDEPENDENT_BOSON_MODELS = {
     "ohmic-T0": (0.2, 1.0, 4.0, "exponential", 0.0, [0.3, -0.3], [0.5, -0.5], 0.2, 6),
     "ohmic-T1": (0.2, 1.0, 4.0, "exponential", 1.0, [0.3, -0.3], [0.5, -0.5], 0.2, 6),
     "superohmic-gaussian": (0.2, 3.0, 3.0, "gaussian", 0.5, [0.3, -0.3], [0.5, -0.5], 0.2, 6),
-    "three-level": (0.1, 1.0, 4.0, "exponential", 0.0, [0.4, 0.0, -0.7], [1.0, 0.0, -0.5],
-                    0.2, 4),
+    "three-level": (0.1, 1.0, 4.0, "exponential", 0.0, [0.4, 0.0, -0.7], [1.0, 0.0, -0.5], 0.2, 4),
 }
 
 
 def independent_boson_problem(key: str):
     """(system, bath, rho0, parameters, end_time, exact states at t_k, closed-system states)."""
-    alpha, zeta, wc, cutoff_type, temperature, energies, s, dt, steps = (
-        INDEPENDENT_BOSON_MODELS[key])
-    correlations = nm.PowerLawSD(alpha, zeta, wc, cutoff_type=cutoff_type,
-                                 temperature=temperature)
+    alpha, zeta, wc, cutoff_type, temperature, energies, s, dt, steps = INDEPENDENT_BOSON_MODELS[
+        key
+    ]
+    correlations = nm.PowerLawSD(alpha, zeta, wc, cutoff_type=cutoff_type, temperature=temperature)
     system = nm.System(np.diag(energies).astype(complex))
     bath = nm.Bath(np.diag(s).astype(complex), correlations)
-    rho0 = (pure_state(1.0, 0.8 * np.exp(0.3j), 0.6 * np.exp(-1.1j)) if len(s) == 3
-            else pure_state(0.8, 0.6 * np.exp(0.4j)))
+    rho0 = (
+        pure_state(1.0, 0.8 * np.exp(0.3j), 0.6 * np.exp(-1.1j))
+        if len(s) == 3
+        else pure_state(0.8, 0.6 * np.exp(0.4j))
+    )
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-10)  # full memory
     times = dt * np.arange(steps + 1)
     upper = (60.0 if cutoff_type == "exponential" else 10.0) * wc
-    exact = independent_boson_exact(rho0, energies, s, spectral_density(alpha, zeta, wc,
-                                    cutoff_type), temperature, times, upper)
-    closed = independent_boson_exact(rho0, energies, s, lambda w: 0.0, temperature, times,
-                                     upper)
+    exact = independent_boson_exact(
+        rho0, energies, s, spectral_density(alpha, zeta, wc, cutoff_type), temperature, times, upper
+    )
+    closed = independent_boson_exact(rho0, energies, s, lambda w: 0.0, temperature, times, upper)
     return system, bath, rho0, parameters, steps * dt, exact, closed
 
 
@@ -130,13 +133,13 @@ def assert_coherences_match(states, exact, closed, bound):
 # independent-boson model
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", list(INDEPENDENT_BOSON_MODELS))
 def test_tempo_independent_boson_exact(key):
     system, bath, rho0, parameters, end_time, exact, closed = independent_boson_problem(key)
     tempo = nm.Tempo(system, bath, parameters, rho0, 0.0)
     dynamics = tempo.compute(end_time, progress_type="silent")
-    np.testing.assert_allclose(dynamics.times, parameters.dt * np.arange(len(exact)),
-                               atol=1e-12)
+    np.testing.assert_allclose(dynamics.times, parameters.dt * np.arange(len(exact)), atol=1e-12)
     # full memory, epsrel = 1e-10 and [H_S, S] = 0 (no Trotter error): TEMPO is exact up
     # to truncation and quadrature errors (measured ~1e-14); asserted bound 1e-8.
     assert_coherences_match(dynamics.states, exact, closed, bound=1e-8)
@@ -145,6 +148,7 @@ def test_tempo_independent_boson_exact(key):
 # --------------------------------------------------------------------------
 # Lindblad-only system with a zero-coupling bath
 # --------------------------------------------------------------------------
+
 
 def lindblad_problem():
     omega, gamma = 1.3, 0.7
@@ -176,13 +180,24 @@ def test_tempo_lindblad_zero_coupling_is_exact():
 # degenerate coupling (unique) and a non-diagonal coupling operator
 # --------------------------------------------------------------------------
 
+
 def degenerate_three_level():
     """S = R diag(1, 0, 0) R^T (degenerate, non-diagonal), H not commuting with S."""
     angle_1, angle_2 = 0.4, 0.9
-    r1 = np.array([[math.cos(angle_1), -math.sin(angle_1), 0.0],
-                   [math.sin(angle_1), math.cos(angle_1), 0.0], [0.0, 0.0, 1.0]])
-    r2 = np.array([[1.0, 0.0, 0.0], [0.0, math.cos(angle_2), -math.sin(angle_2)],
-                   [0.0, math.sin(angle_2), math.cos(angle_2)]])
+    r1 = np.array(
+        [
+            [math.cos(angle_1), -math.sin(angle_1), 0.0],
+            [math.sin(angle_1), math.cos(angle_1), 0.0],
+            [0.0, 0.0, 1.0],
+        ]
+    )
+    r2 = np.array(
+        [
+            [1.0, 0.0, 0.0],
+            [0.0, math.cos(angle_2), -math.sin(angle_2)],
+            [0.0, math.sin(angle_2), math.cos(angle_2)],
+        ]
+    )
     rotation = r1 @ r2
     coupling = rotation @ np.diag([1.0, 0.0, 0.0]) @ rotation.T
     hamiltonian = np.array([[0.5, 0.3, 0.0], [0.3, 0.0, 0.2j], [0.0, -0.2j, -0.4]])
@@ -196,9 +211,11 @@ def test_tempo_unique_agrees_with_full_index():
     system, bath, rho0 = degenerate_three_level()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10)
     full = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=False).compute(
-        0.8, progress_type="silent")
+        0.8, progress_type="silent"
+    )
     merged = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True).compute(
-        0.8, progress_type="silent")
+        0.8, progress_type="silent"
+    )
     assert len(full) == len(merged) == 5
     # the bath matters here (compare with the closed system)
     closed = nm.compute_dynamics(system, rho0, dt=0.2, num_steps=4, progress_type="silent")
@@ -213,21 +230,25 @@ def test_tempo_non_diagonal_coupling_equals_rotated_problem():
     rho_a = pure_state(1.0, 0.4 * np.exp(0.7j))
     rho_b = HADAMARD @ rho_a @ HADAMARD
     # problem A: H = 0.5 sz, S = 0.5 sx ; problem B = Hadamard A Hadamard
-    dyn_a = nm.Tempo(nm.System(0.5 * SZ), nm.Bath(0.5 * SX, correlations), parameters,
-                     rho_a, 0.0).compute(1.0, progress_type="silent")
-    dyn_b = nm.Tempo(nm.System(0.5 * SX), nm.Bath(0.5 * SZ, correlations), parameters,
-                     rho_b, 0.0).compute(1.0, progress_type="silent")
+    dyn_a = nm.Tempo(
+        nm.System(0.5 * SZ), nm.Bath(0.5 * SX, correlations), parameters, rho_a, 0.0
+    ).compute(1.0, progress_type="silent")
+    dyn_b = nm.Tempo(
+        nm.System(0.5 * SX), nm.Bath(0.5 * SZ, correlations), parameters, rho_b, 0.0
+    ).compute(1.0, progress_type="silent")
     rotated = np.einsum("ij,njk,kl->nil", HADAMARD, dyn_a.states, HADAMARD)
     np.testing.assert_allclose(rotated, dyn_b.states, rtol=0, atol=1e-8)
     # the dynamics is non-trivial: the coupled spin dephases in the S eigenbasis
-    closed = nm.compute_dynamics(nm.System(0.5 * SX), rho_b, dt=0.2, num_steps=5,
-                                 progress_type="silent")
+    closed = nm.compute_dynamics(
+        nm.System(0.5 * SX), rho_b, dt=0.2, num_steps=5, progress_type="silent"
+    )
     assert np.max(np.abs(dyn_b.states - closed.states)) > 1e-2
 
 
 # --------------------------------------------------------------------------
 # behaviour: continuation, get_dynamics, one-call form
 # --------------------------------------------------------------------------
+
 
 def driven_spin_boson(alpha=0.2, temperature=0.0):
     system = nm.System(0.5 * SX)
@@ -254,25 +275,27 @@ def test_tempo_compute_continues_exactly():
     assert tempo.max_bond_dimension >= 1
     # the state is physical: trace one, Hermitian
     np.testing.assert_allclose(np.trace(direct.states, axis1=1, axis2=2), 1.0, atol=1e-10)
-    np.testing.assert_allclose(direct.states, np.conj(np.transpose(direct.states, (0, 2, 1))),
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        direct.states, np.conj(np.transpose(direct.states, (0, 2, 1))), atol=1e-10
+    )
 
 
 def test_tempo_compute_one_call_equals_class():
     system, bath, rho0 = driven_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-9, dkmax=4)
-    by_class = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(
-        1.0, progress_type="silent")
-    one_call = nm.tempo_compute(system, bath, rho0, 0.0, 1.0, parameters=parameters,
-                                progress_type="silent")
+    by_class = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(1.0, progress_type="silent")
+    one_call = nm.tempo_compute(
+        system, bath, rho0, 0.0, 1.0, parameters=parameters, progress_type="silent"
+    )
     np.testing.assert_array_equal(one_call.states, by_class.states)
     np.testing.assert_allclose(one_call.times, by_class.times, atol=1e-12)
 
 
 def test_tempo_compute_guessed_parameters_zero_coupling():
     omega, gamma, system, bath, rho0 = lindblad_problem()
-    dynamics = nm.tempo_compute(system, bath, rho0, 0.0, 0.5, tolerance=1e-2,
-                                progress_type="silent")
+    dynamics = nm.tempo_compute(
+        system, bath, rho0, 0.0, 0.5, tolerance=1e-2, progress_type="silent"
+    )
     assert dynamics.times[-1] == pytest.approx(0.5)
     excited, coherence = lindblad_exact(omega, gamma, rho0, dynamics.times)
     np.testing.assert_allclose(dynamics.states[:, 0, 0], excited, atol=1e-10)
@@ -282,6 +305,7 @@ def test_tempo_compute_guessed_parameters_zero_coupling():
 # --------------------------------------------------------------------------
 # guess_tempo_parameters
 # --------------------------------------------------------------------------
+
 
 def test_guess_parameters_are_sensible_and_memory_cut_follows_correlations():
     """Ohmic, exponential cutoff, T = 0: |C(t)| = 2 alpha wc^2 / (1 + wc^2 t^2) exactly.
@@ -322,6 +346,7 @@ def test_guess_parameters_zero_coupling():
 # NumPy and JAX agree
 # --------------------------------------------------------------------------
 
+
 def test_tempo_numpy_and_jax_agree():
     pytest.importorskip("jax")
     system, bath, rho0 = driven_spin_boson()
@@ -329,14 +354,18 @@ def test_tempo_numpy_and_jax_agree():
     results = {}
     for name in ("numpy", "jax"):
         with backends.use_backend(name, "double"):
-            results[name] = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(
-                1.0, progress_type="silent").states
+            results[name] = (
+                nm.Tempo(system, bath, parameters, rho0, 0.0)
+                .compute(1.0, progress_type="silent")
+                .states
+            )
     np.testing.assert_allclose(results["jax"], results["numpy"], rtol=0, atol=1e-10)
 
 
 # --------------------------------------------------------------------------
 # bad input
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dt", [0.0, -0.1])
 def test_parameters_reject_non_positive_dt(dt):
@@ -372,17 +401,21 @@ def test_tempo_rejects_end_time_before_start_time():
         tempo.compute(0.5, progress_type="silent")
     assert len(tempo.get_dynamics()) == 1  # nothing computed
     with pytest.raises(ValueError, match="end_time"):
-        nm.tempo_compute(system, bath, rho0, 1.0, 0.5, parameters=parameters,
-                         progress_type="silent")
+        nm.tempo_compute(
+            system, bath, rho0, 1.0, 0.5, parameters=parameters, progress_type="silent"
+        )
 
 
-@pytest.mark.parametrize("state, what", [
-    (np.eye(3) / 3.0, "wrong shape"),
-    (np.ones((2, 3)) / 2.0, "not square"),
-    (np.diag([0.7, 0.7]), "trace"),
-    (np.array([[0.5, 0.5], [0.1, 0.5]]), "non-Hermitian"),
-    (np.diag([1.5, -0.5]), "not positive"),
-])
+@pytest.mark.parametrize(
+    "state, what",
+    [
+        (np.eye(3) / 3.0, "wrong shape"),
+        (np.ones((2, 3)) / 2.0, "not square"),
+        (np.diag([0.7, 0.7]), "trace"),
+        (np.array([[0.5, 0.5], [0.1, 0.5]]), "non-Hermitian"),
+        (np.diag([1.5, -0.5]), "not positive"),
+    ],
+)
 def test_tempo_rejects_bad_initial_state(state, what):
     system, bath, _ = driven_spin_boson()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6)
@@ -425,9 +458,9 @@ def test_tempo_lindblad_matches_expm_reference():
     a = SIGMA_MINUS
     eye = np.eye(2)
     ada = a.conj().T @ a
-    liouvillian = (-1j * (np.kron(h, eye) - np.kron(eye, h.T))
-                   + gamma * (np.kron(a, a.conj()) - 0.5 * np.kron(ada, eye)
-                              - 0.5 * np.kron(eye, ada.T)))
+    liouvillian = -1j * (np.kron(h, eye) - np.kron(eye, h.T)) + gamma * (
+        np.kron(a, a.conj()) - 0.5 * np.kron(ada, eye) - 0.5 * np.kron(eye, ada.T)
+    )
     parameters = nm.TempoParameters(dt=0.25, epsrel=1e-10, dkmax=2)
     dynamics = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(1.0, progress_type="silent")
     for t, rho in zip(dynamics.times, dynamics.states):

@@ -38,37 +38,50 @@ def zero_coupling_bath():
 
 def von_neumann_solution(hamiltonian, rho0, times):
     """rho(t) at ``times`` (from times[0]) by solve_ivp, rtol 1e-10, atol 1e-12."""
+
     def rhs(t, y):
         rho = y.reshape(2, 2)
         h = hamiltonian(t)
         return (-1j * (h @ rho - rho @ h)).reshape(-1)
 
-    solution = scipy.integrate.solve_ivp(rhs, (times[0], times[-1]), rho0.reshape(-1),
-                                         t_eval=times, method="DOP853", rtol=1e-10, atol=1e-12)
+    solution = scipy.integrate.solve_ivp(
+        rhs,
+        (times[0], times[-1]),
+        rho0.reshape(-1),
+        t_eval=times,
+        method="DOP853",
+        rtol=1e-10,
+        atol=1e-12,
+    )
     assert solution.success
     return solution.y.T.reshape(-1, 2, 2)
 
 
-def all_routes(system, dt, num_steps, subdiv_limit, liouvillian_epsrel=2**-26,
-               routes=("pt", "tempo")):
+def all_routes(
+    system, dt, num_steps, subdiv_limit, liouvillian_epsrel=2**-26, routes=("pt", "tempo")
+):
     """States from compute_dynamics without a PT, checked against the other ``routes``:
     compute_dynamics with a zero-coupling PT ("pt") and Tempo with that bath ("tempo")."""
     kwargs = {"subdiv_limit": subdiv_limit, "liouvillian_epsrel": liouvillian_epsrel}
-    no_pt = nm.compute_dynamics(system, RHO0, dt=dt, num_steps=num_steps, start_time=START,
-                                **kwargs, **SILENT)
+    no_pt = nm.compute_dynamics(
+        system, RHO0, dt=dt, num_steps=num_steps, start_time=START, **kwargs, **SILENT
+    )
     grid = START + dt * np.arange(num_steps + 1)
     np.testing.assert_allclose(no_pt.times, grid, atol=1e-12)
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-10, dkmax=2, **kwargs)
     end = START + num_steps * dt
     others = []
     if "pt" in routes:
-        pt = nm.PtTempo(zero_coupling_bath(), START, end, parameters).get_process_tensor(
-            **SILENT)
-        others.append(nm.compute_dynamics(system, RHO0, process_tensor=pt, start_time=START,
-                                          **kwargs, **SILENT))
+        pt = nm.PtTempo(zero_coupling_bath(), START, end, parameters).get_process_tensor(**SILENT)
+        others.append(
+            nm.compute_dynamics(
+                system, RHO0, process_tensor=pt, start_time=START, **kwargs, **SILENT
+            )
+        )
     if "tempo" in routes:
-        others.append(nm.Tempo(system, zero_coupling_bath(), parameters, RHO0, START).compute(
-            end, **SILENT))
+        others.append(
+            nm.Tempo(system, zero_coupling_bath(), parameters, RHO0, START).compute(end, **SILENT)
+        )
     for dynamics in others:  # the same propagators on every route
         np.testing.assert_allclose(dynamics.times, grid, atol=1e-12)
         np.testing.assert_allclose(dynamics.states, no_pt.states, rtol=0, atol=1e-12)
@@ -95,8 +108,9 @@ def test_commuting_drive_quad_vec_exact_midpoint_second_order():
     dt, num_steps = 0.2, 10
     times = START + dt * np.arange(num_steps + 1)
     exact = von_neumann_solution(lambda t: envelope(t) * H0, RHO0, times)
-    quad = all_routes(system, dt, num_steps, subdiv_limit=256, liouvillian_epsrel=1e-12,
-                      routes=("pt",))
+    quad = all_routes(
+        system, dt, num_steps, subdiv_limit=256, liouvillian_epsrel=1e-12, routes=("pt",)
+    )
     np.testing.assert_allclose(quad, exact, rtol=0, atol=1e-8)
     midpoint = all_routes(system, dt, num_steps, subdiv_limit=None, routes=())
     norm_h0 = np.linalg.norm(H0, 2)
@@ -154,8 +168,9 @@ def rate(t):
 
 def integrated_rate(t):
     """int_START^t gamma(s) ds."""
-    return GAMMA0 * ((t - START) - 0.5 / NU_RATE * (math.cos(NU_RATE * t)
-                                                     - math.cos(NU_RATE * START)))
+    return GAMMA0 * (
+        (t - START) - 0.5 / NU_RATE * (math.cos(NU_RATE * t) - math.cos(NU_RATE * START))
+    )
 
 
 def test_time_dependent_lindblad_rate_decay():
@@ -165,22 +180,25 @@ def test_time_dependent_lindblad_rate_decay():
     Gamma = int gamma. quad_vec: exact up to quadrature (bound 1e-9). Midpoint: the
     midpoint rule misses h^3 gamma''/24 of Gamma per half step; bound
     T dt^2 max|gamma''| / 48."""
-    system = nm.TimeDependentSystem(lambda t: 0.5 * SPLITTING * SZ, gammas=[rate],
-                                    lindblad_operators=[lambda t: SIGMA_MINUS])
+    system = nm.TimeDependentSystem(
+        lambda t: 0.5 * SPLITTING * SZ, gammas=[rate], lindblad_operators=[lambda t: SIGMA_MINUS]
+    )
     dt, num_steps = 0.2, 10
     times = START + dt * np.arange(num_steps + 1)
     gamma_integral = np.array([integrated_rate(t) for t in times])
     excited = RHO0[0, 0] * np.exp(-gamma_integral)
     coherence = RHO0[0, 1] * np.exp(-0.5 * gamma_integral - 1j * SPLITTING * (times - START))
-    quad = all_routes(system, dt, num_steps, subdiv_limit=256, liouvillian_epsrel=1e-12,
-                      routes=("tempo",))
+    quad = all_routes(
+        system, dt, num_steps, subdiv_limit=256, liouvillian_epsrel=1e-12, routes=("tempo",)
+    )
     np.testing.assert_allclose(quad[:, 0, 0], excited, rtol=0, atol=1e-9)
     np.testing.assert_allclose(quad[:, 0, 1], coherence, rtol=0, atol=1e-9)
     np.testing.assert_allclose(np.trace(quad, axis1=1, axis2=2), 1.0, atol=1e-12)
     midpoint = all_routes(system, dt, num_steps, subdiv_limit=None, routes=())
     bound = DURATION * dt**2 * GAMMA0 * 0.5 * NU_RATE**2 / 48.0
-    error = max(np.max(np.abs(midpoint[:, 0, 0] - excited)),
-                np.max(np.abs(midpoint[:, 0, 1] - coherence)))
+    error = max(
+        np.max(np.abs(midpoint[:, 0, 0] - excited)), np.max(np.abs(midpoint[:, 0, 1] - coherence))
+    )
     assert 1e-6 < error <= bound, (error, bound)
 
 
@@ -188,24 +206,29 @@ def test_time_dependent_lindblad_rate_decay():
 # argument names, a real bath, correlations
 # --------------------------------------------------------------------------
 
+
 def test_time_dependent_system_accepts_oqupy_argument_names():
     names = list(inspect.signature(nm.TimeDependentSystem).parameters)
     assert names == ["hamiltonian", "gammas", "lindblad_operators", "name", "description"]
-    by_keyword = nm.TimeDependentSystem(hamiltonian=lambda t: 0.5 * SPLITTING * SZ,
-                                        gammas=[rate],
-                                        lindblad_operators=[lambda t: SIGMA_MINUS],
-                                        name="decay", description="time-dependent rate")
+    by_keyword = nm.TimeDependentSystem(
+        hamiltonian=lambda t: 0.5 * SPLITTING * SZ,
+        gammas=[rate],
+        lindblad_operators=[lambda t: SIGMA_MINUS],
+        name="decay",
+        description="time-dependent rate",
+    )
     assert by_keyword.name == "decay" and by_keyword.description == "time-dependent rate"
     assert by_keyword.dimension == 2
     np.testing.assert_allclose(by_keyword.hamiltonian(0.7), 0.5 * SPLITTING * SZ)
-    positional = nm.TimeDependentSystem(lambda t: 0.5 * SPLITTING * SZ, [rate],
-                                        [lambda t: SIGMA_MINUS])
+    positional = nm.TimeDependentSystem(
+        lambda t: 0.5 * SPLITTING * SZ, [rate], [lambda t: SIGMA_MINUS]
+    )
     for t in (0.0, 0.45, 1.3):
-        np.testing.assert_allclose(by_keyword.liouvillian(t), positional.liouvillian(t),
-                                   atol=1e-15)
+        np.testing.assert_allclose(by_keyword.liouvillian(t), positional.liouvillian(t), atol=1e-15)
     with pytest.raises(TypeError, match="gammas"):
-        nm.TimeDependentSystem(hamiltonian=lambda t: SZ, gammas=[0.5],
-                               lindblad_operators=[lambda t: SIGMA_MINUS])
+        nm.TimeDependentSystem(
+            hamiltonian=lambda t: SZ, gammas=[0.5], lindblad_operators=[lambda t: SIGMA_MINUS]
+        )
     with pytest.raises(TypeError, match="hamiltonian"):
         nm.TimeDependentSystem(hamiltonian=SZ)
     with pytest.raises(ValueError, match="same length"):
@@ -226,16 +249,15 @@ def test_time_dependent_system_with_bath_tempo_equals_process_tensor():
     end = START + 0.8
     tempo = nm.Tempo(system, bath, parameters, RHO0, START).compute(end, **SILENT)
     pt = nm.PtTempo(bath, START, end, parameters).get_process_tensor(**SILENT)
-    dynamics = nm.compute_dynamics(system, RHO0, process_tensor=pt, start_time=START,
-                                   **SILENT)
+    dynamics = nm.compute_dynamics(system, RHO0, process_tensor=pt, start_time=START, **SILENT)
     np.testing.assert_allclose(dynamics.times, tempo.times, atol=1e-12)
     np.testing.assert_allclose(dynamics.states, tempo.states, rtol=0, atol=1e-8)
     # the drive and the bath both matter
-    closed = nm.compute_dynamics(system, RHO0, dt=0.2, num_steps=4, start_time=START,
-                                 **SILENT)
+    closed = nm.compute_dynamics(system, RHO0, dt=0.2, num_steps=4, start_time=START, **SILENT)
     assert np.max(np.abs(closed.states - tempo.states)) > 1e-2
-    static = nm.compute_dynamics(nm.System(0.5 * SZ + 0.7 * SX), RHO0, process_tensor=pt,
-                                 start_time=START, **SILENT)
+    static = nm.compute_dynamics(
+        nm.System(0.5 * SZ + 0.7 * SX), RHO0, process_tensor=pt, start_time=START, **SILENT
+    )
     assert np.max(np.abs(static.states - tempo.states)) > 1e-2
 
 
@@ -252,10 +274,25 @@ def test_correlations_of_commuting_drive_are_exact():
         return unitary.conj().T @ operator @ unitary
 
     a_op, b_op = SZ + 0.3 * SY, SX
-    times, values = compute_correlations(system, None, a_op, b_op, slice(None), slice(None),
-                                         time_order="full", initial_state=RHO0,
-                                         start_time=START, dt=0.25, num_steps=4,
-                                         liouvillian_epsrel=1e-12, **SILENT)
-    exact = np.array([[np.trace(heisenberg(b_op, tb) @ heisenberg(a_op, ta) @ RHO0)
-                       for tb in times[1]] for ta in times[0]])
+    times, values = compute_correlations(
+        system,
+        None,
+        a_op,
+        b_op,
+        slice(None),
+        slice(None),
+        time_order="full",
+        initial_state=RHO0,
+        start_time=START,
+        dt=0.25,
+        num_steps=4,
+        liouvillian_epsrel=1e-12,
+        **SILENT,
+    )
+    exact = np.array(
+        [
+            [np.trace(heisenberg(b_op, tb) @ heisenberg(a_op, ta) @ RHO0) for tb in times[1]]
+            for ta in times[0]
+        ]
+    )
     np.testing.assert_allclose(values, exact, rtol=0, atol=1e-9)

@@ -18,8 +18,9 @@ def _configured_threads() -> int:
     try:
         value = int(raw)
     except ValueError as error:
-        raise ValueError(f"NONMARKOV_BLAS_THREADS must be a non-negative integer; "
-                         f"got {raw!r}") from error
+        raise ValueError(
+            f"NONMARKOV_BLAS_THREADS must be a non-negative integer; got {raw!r}"
+        ) from error
     if value < 0:
         raise ValueError(f"NONMARKOV_BLAS_THREADS must be a non-negative integer; got {value}")
     return value

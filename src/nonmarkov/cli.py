@@ -9,11 +9,16 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``nonmarkov`` and ``python -m nonmarkov``."""
     parser = argparse.ArgumentParser(
-        prog="nonmarkov", description="Non-Markovian open quantum systems with process tensors.")
+        prog="nonmarkov", description="Non-Markovian open quantum systems with process tensors."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     info_parser = sub.add_parser("info", help="show the numerical backend, devices and precision")
-    info_parser.add_argument("--backend", choices=["numpy", "jax"], default=None,
-                             help="describe this backend instead of the active one")
+    info_parser.add_argument(
+        "--backend",
+        choices=["numpy", "jax"],
+        default=None,
+        help="describe this backend instead of the active one",
+    )
     args = parser.parse_args(argv)
     if args.command == "info":
         from . import __version__, backends

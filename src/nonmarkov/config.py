@@ -62,8 +62,7 @@ PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
 JAX_SITEWISE = _from_environment("NONMARKOV_JAX_SITEWISE", "auto", VALID_JAX_SITEWISE)
-JAX_SITE_LEVELS = _from_environment("NONMARKOV_JAX_SITE_LEVELS", "auto",
-                                   VALID_JAX_SITE_LEVELS)
+JAX_SITE_LEVELS = _from_environment("NONMARKOV_JAX_SITE_LEVELS", "auto", VALID_JAX_SITE_LEVELS)
 JAX_HOST_START = _from_environment("NONMARKOV_JAX_HOST_START", "on", VALID_JAX_HOST_START)
 
 

@@ -10,8 +10,9 @@ from .model.correlations import BaseCorrelations
 from .model.parameters import TempoParameters
 
 
-def plot_correlations_with_parameters(correlations: BaseCorrelations,
-                                      parameters: TempoParameters, ax: Any = None) -> Any:
+def plot_correlations_with_parameters(
+    correlations: BaseCorrelations, parameters: TempoParameters, ax: Any = None
+) -> Any:
     """Plot Re and Im of C(tau) with the time grid and memory cut of ``parameters``.
 
     Shows whether dt resolves the correlation function and whether the
@@ -19,8 +20,9 @@ def plot_correlations_with_parameters(correlations: BaseCorrelations,
     axes (a new figure if ``ax`` is None).
     """
     if not isinstance(correlations, BaseCorrelations):
-        raise TypeError(f"correlations must be a correlations object; "
-                        f"got {type(correlations).__name__}")
+        raise TypeError(
+            f"correlations must be a correlations object; got {type(correlations).__name__}"
+        )
     if not isinstance(parameters, TempoParameters):
         raise TypeError(f"parameters must be TempoParameters; got {type(parameters).__name__}")
     import matplotlib.pyplot as plt

@@ -40,9 +40,16 @@ class DiscretisedInfluence:
     epsrel, subdiv_limit : accuracy of the correlation integrals.
     """
 
-    def __init__(self, bath: Bath, dt: float, unique: bool = False,
-                 add_correlation_time: float | None = None, last_lag: int | None = None,
-                 epsrel: float = 2**-26, subdiv_limit: int = 256):
+    def __init__(
+        self,
+        bath: Bath,
+        dt: float,
+        unique: bool = False,
+        add_correlation_time: float | None = None,
+        last_lag: int | None = None,
+        epsrel: float = 2**-26,
+        subdiv_limit: int = 256,
+    ):
         self.bath = bath
         self.dt = dt
         self.unique = bool(unique)
@@ -65,12 +72,16 @@ class DiscretisedInfluence:
         self._eta: dict[int, complex] = {}
 
     @classmethod
-    def from_parameters(cls, bath: Bath, parameters, unique: bool = False
-                        ) -> DiscretisedInfluence:
+    def from_parameters(cls, bath: Bath, parameters, unique: bool = False) -> DiscretisedInfluence:
         """The influence of ``bath`` on the grid and memory cut of ``TempoParameters``."""
-        return cls(bath, parameters.dt, unique=unique,
-                   add_correlation_time=parameters.add_correlation_time,
-                   last_lag=parameters.dkmax, subdiv_limit=parameters.integral_subdiv_limit)
+        return cls(
+            bath,
+            parameters.dt,
+            unique=unique,
+            add_correlation_time=parameters.add_correlation_time,
+            last_lag=parameters.dkmax,
+            subdiv_limit=parameters.integral_subdiv_limit,
+        )
 
     @property
     def class_projector(self) -> default_np.ndarray:
@@ -86,16 +97,21 @@ class DiscretisedInfluence:
             epsrel, subdiv_limit = self.epsrel, self.subdiv_limit
             if lag == 0:
                 value = correlations.correlation_2d_integral(
-                    self.dt, 0.0, shape="upper-triangle", epsrel=epsrel,
-                    subdiv_limit=subdiv_limit)
+                    self.dt, 0.0, shape="upper-triangle", epsrel=epsrel, subdiv_limit=subdiv_limit
+                )
             elif lag == self.last_lag and self.add_correlation_time:
                 value = correlations.correlation_2d_integral(
-                    self.dt, lag * self.dt, (lag + 1) * self.dt + self.add_correlation_time,
-                    shape="rectangle", epsrel=epsrel, subdiv_limit=subdiv_limit)
+                    self.dt,
+                    lag * self.dt,
+                    (lag + 1) * self.dt + self.add_correlation_time,
+                    shape="rectangle",
+                    epsrel=epsrel,
+                    subdiv_limit=subdiv_limit,
+                )
             else:
                 value = correlations.correlation_2d_integral(
-                    self.dt, lag * self.dt, shape="square", epsrel=epsrel,
-                    subdiv_limit=subdiv_limit)
+                    self.dt, lag * self.dt, shape="square", epsrel=epsrel, subdiv_limit=subdiv_limit
+                )
             self._eta[lag] = complex(value)
         return self._eta[lag]
 
@@ -118,8 +134,9 @@ class DiscretisedInfluence:
         eta = self.eta(lag)
         diff = self.s_plus - self.s_minus
         total = self.s_plus + self.s_minus
-        return default_np.exp(-default_np.outer(self.row_differences,
-                                                eta.real * diff + 1j * eta.imag * total))
+        return default_np.exp(
+            -default_np.outer(self.row_differences, eta.real * diff + 1j * eta.imag * total)
+        )
 
     def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).
@@ -132,9 +149,9 @@ class DiscretisedInfluence:
         return to_eigen, from_eigen
 
 
-def _distinct_differences(differences: default_np.ndarray,
-                          tolerance: float = 1e-12) -> tuple[default_np.ndarray,
-                                                             default_np.ndarray]:
+def _distinct_differences(
+    differences: default_np.ndarray, tolerance: float = 1e-12
+) -> tuple[default_np.ndarray, default_np.ndarray]:
     """Group equal values of s+ - s- (within ``tolerance`` times the largest).
 
     Returns the group of each class (m,) and one value per group (r,).

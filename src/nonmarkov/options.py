@@ -59,27 +59,31 @@ class EngineOptions:
     deterministic: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "svd", config.check_choice(self.svd, config.VALID_JAX_SVD,
-                                                            "svd option"))
+        object.__setattr__(
+            self, "svd", config.check_choice(self.svd, config.VALID_JAX_SVD, "svd option")
+        )
         for name in ("sitewise", "site_levels"):
-            object.__setattr__(self, name, config.check_choice(getattr(self, name), _CHOICE,
-                                                               f"{name} option"))
+            object.__setattr__(
+                self, name, config.check_choice(getattr(self, name), _CHOICE, f"{name} option")
+            )
         for name in ("host_start", "deterministic"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"the {name} option must be True or False; "
-                                f"got {getattr(self, name)!r}")
+                raise TypeError(
+                    f"the {name} option must be True or False; got {getattr(self, name)!r}"
+                )
         for name, least in (("initial_bond", 1), ("chunk", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"the {name} option must be an integer >= {least}; "
-                                 f"got {value!r}")
+                raise ValueError(f"the {name} option must be an integer >= {least}; got {value!r}")
 
     def replace(self, **changes: Any) -> EngineOptions:
         """A copy with ``changes`` (field names as above)."""
         unknown = set(changes) - {field.name for field in dataclasses.fields(self)}
         if unknown:
-            raise TypeError(f"unknown engine options {sorted(unknown)}; valid are "
-                            f"{[field.name for field in dataclasses.fields(self)]}")
+            raise TypeError(
+                f"unknown engine options {sorted(unknown)}; valid are "
+                f"{[field.name for field in dataclasses.fields(self)]}"
+            )
         return dataclasses.replace(self, **changes)
 
 
@@ -91,8 +95,7 @@ def default_options() -> EngineOptions:
     return _default
 
 
-def set_default_options(options: EngineOptions | None = None,
-                        **changes: Any) -> EngineOptions:
+def set_default_options(options: EngineOptions | None = None, **changes: Any) -> EngineOptions:
     """Set the library default: ``options`` (default: the current default) with
     ``changes``; returns the previous default."""
     global _default

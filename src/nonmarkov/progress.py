@@ -15,8 +15,9 @@ def check_progress_type(progress_type: str | None) -> str:
     if progress_type is None:
         return config.PROGRESS_TYPE
     if progress_type not in PROGRESS_TYPES:
-        raise ValueError(f"progress_type must be one of {list(PROGRESS_TYPES)}; "
-                         f"got {progress_type!r}")
+        raise ValueError(
+            f"progress_type must be one of {list(PROGRESS_TYPES)}; got {progress_type!r}"
+        )
     return progress_type
 
 

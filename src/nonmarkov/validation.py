@@ -19,8 +19,11 @@ DENSITY_MATRIX_TOLERANCE = 1e-8
 def real_number(value: Any, name: str) -> float:
     """``value`` as a finite float, or ``TypeError``/``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if (isinstance(value, default_np.ndarray) and value.shape == ()
-                and value.dtype.kind in "iuf"):
+        if (
+            isinstance(value, default_np.ndarray)
+            and value.shape == ()
+            and value.dtype.kind in "iuf"
+        ):
             value = value.item()
         else:
             raise TypeError(f"{name} must be a real number; got {value!r}")
@@ -87,14 +90,14 @@ def hermitian_matrix(value: Any, name: str, dimension: int | None = None) -> def
     scale = max(1.0, float(default_np.max(default_np.abs(matrix))))
     deviation = float(default_np.max(default_np.abs(matrix - matrix.conj().T)))
     if deviation > HERMITICITY_TOLERANCE * scale:
-        raise ValueError(
-            f"{name} must be Hermitian; max |A - A^dagger| = {deviation:.3g}"
-        )
+        raise ValueError(f"{name} must be Hermitian; max |A - A^dagger| = {deviation:.3g}")
     return 0.5 * (matrix + matrix.conj().T)
 
 
 def density_matrix(
-    value: Any, name: str, dimension: int | None = None,
+    value: Any,
+    name: str,
+    dimension: int | None = None,
     tolerance: float = DENSITY_MATRIX_TOLERANCE,
 ) -> default_np.ndarray:
     """A (d, d) density matrix: Hermitian, trace 1 and positive semi-definite

@@ -90,8 +90,9 @@ class WindowEngine(Protocol):
     def memory(self) -> int:
         """Points kept in the window, 0 for no memory cut."""
 
-    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
-                                                                       list[int]]:
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
         """One step per (between (x, x), second (x, x)) pair ('trace' windows).
 
         ``between`` takes the front's point to the new one (the second half
@@ -164,14 +165,22 @@ class ChainEngine(Protocol):
         """The read-out vectors (d^2,) after every step, (N, d^2), or after the last
         step only, (1, d^2)."""
 
-    def prepare(self, process_tensors: Sequence[Any], num_steps: int,
-                record_all: bool) -> list[PreparedProcessTensor]:
+    def prepare(
+        self, process_tensors: Sequence[Any], num_steps: int, record_all: bool
+    ) -> list[PreparedProcessTensor]:
         """The process tensors ready for :meth:`step`; caps for every step if
         ``record_all``, else for the last."""
 
-    def step(self, state: Any, step: int, first: Any, second: Any,
-             prepared: Sequence[PreparedProcessTensor], pre: Any = None,
-             post: Any = None) -> Any:
+    def step(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        pre: Any = None,
+        post: Any = None,
+    ) -> Any:
         """Take ``state`` (bonds..., [batch,] d^2), on the engine's backend, from
         t_step to t_step+1; ``first``/``second``/``pre``/``post`` host arrays."""
 
@@ -191,8 +200,11 @@ class LastArguments:
 
     def __call__(self, *arguments: Any) -> Any:
         previous = self._arguments
-        if previous is None or len(previous) != len(arguments) or any(
-                a is not b for a, b in zip(arguments, previous)):
+        if (
+            previous is None
+            or len(previous) != len(arguments)
+            or any(a is not b for a, b in zip(arguments, previous))
+        ):
             self._arguments = arguments
             self._value = self._function(*arguments)
         return self._value

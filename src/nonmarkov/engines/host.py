@@ -71,11 +71,18 @@ class HostWindowEngine:
         n = len(window)
         full = self._memory and n >= self._memory
         oldest = ("trace" if self._spec.oldest == "trace" else "finalize") if full else "keep"
-        theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector,
-                          window[0][0])
-        window, done = advance_window(window, theta, self._first, self._carrier,
-                                      self._num_rows, self._site_lags(n - 1), self._spec.epsrel,
-                                      oldest, self._spec.max_rank)
+        theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector, window[0][0])
+        window, done = advance_window(
+            window,
+            theta,
+            self._first,
+            self._carrier,
+            self._num_rows,
+            self._site_lags(n - 1),
+            self._spec.epsrel,
+            oldest,
+            self._spec.max_rank,
+        )
         window[0], log_norm = normalise(window[0])
         self._window = window
         self._log_scale += log_norm
@@ -84,8 +91,9 @@ class HostWindowEngine:
     def _largest_bond(self) -> int:
         return max(site.shape[2] for site in self._window)
 
-    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
-                                                                       list[int]]:
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
         if self._spec.oldest != "trace":
             raise ValueError("advance needs a 'trace' window; use advance_finalize")
@@ -110,8 +118,9 @@ class HostWindowEngine:
         for _ in range(num_steps):
             log_before = self._log_scale
             done = self._step(self._pt_between)
-            finalised.append((None if done is None else default_np.asarray(np.to_host(done)),
-                              log_before))
+            finalised.append(
+                (None if done is None else default_np.asarray(np.to_host(done)), log_before)
+            )
             ranks.append(self._largest_bond())
         return finalised, ranks
 
@@ -213,19 +222,32 @@ class HostChainEngine:
     (see :class:`~nonmarkov.engines.base.ChainEngine`)."""
 
     def __init__(self, options: EngineOptions | None = None):
-        self._controls = LastArguments(lambda pre, post: (
-            None if pre is None else to_backend(pre), None if post is None else to_backend(post)))
-        self._propagators = LastArguments(lambda first, second: (to_backend(first),
-                                                                 to_backend(second)))
+        self._controls = LastArguments(
+            lambda pre, post: (
+                None if pre is None else to_backend(pre),
+                None if post is None else to_backend(post),
+            )
+        )
+        self._propagators = LastArguments(
+            lambda first, second: (to_backend(first), to_backend(second))
+        )
 
-    def prepare(self, process_tensors: Sequence[BaseProcessTensor], num_steps: int,
-                record_all: bool) -> list[PreparedProcessTensor]:
+    def prepare(
+        self, process_tensors: Sequence[BaseProcessTensor], num_steps: int, record_all: bool
+    ) -> list[PreparedProcessTensor]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.prepare`."""
         return [HostProcessTensor(pt, num_steps, record_all) for pt in process_tensors]
 
-    def step(self, state: Any, step: int, first: Any, second: Any,
-             prepared: Sequence[PreparedProcessTensor], pre: Any = None,
-             post: Any = None) -> Any:
+    def step(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        pre: Any = None,
+        post: Any = None,
+    ) -> Any:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.step`."""
         first, second = self._propagators(first, second)
         pre, post = self._controls(pre, post)

@@ -16,8 +16,9 @@ def atomic_path(filename: str) -> Iterator[str]:
     the old file or the complete new one, never a half-written file.
     """
     directory = os.path.dirname(os.path.abspath(filename))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(filename),
-                                         dir=directory)
+    handle, temporary = tempfile.mkstemp(
+        prefix=".tmp-", suffix=os.path.basename(filename), dir=directory
+    )
     os.close(handle)
     try:
         yield temporary

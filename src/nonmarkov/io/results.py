@@ -21,8 +21,13 @@ class Dynamics:
     name, description : optional text.
     """
 
-    def __init__(self, times: Any = None, states: Any = None, name: str | None = None,
-                 description: str | None = None):
+    def __init__(
+        self,
+        times: Any = None,
+        states: Any = None,
+        name: str | None = None,
+        description: str | None = None,
+    ):
         self.name = "Unnamed Dynamics" if name is None else str(name)
         self.description = "" if description is None else str(description)
         self._times: list[float] = []
@@ -30,8 +35,9 @@ class Dynamics:
         times = [] if times is None else list(times)
         states = [] if states is None else list(states)
         if len(times) != len(states):
-            raise ValueError(f"times and states must have the same length; got {len(times)} "
-                             f"and {len(states)}")
+            raise ValueError(
+                f"times and states must have the same length; got {len(times)} and {len(states)}"
+            )
         for time, state in zip(times, states):
             self.add(time, state)
 
@@ -42,8 +48,9 @@ class Dynamics:
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"state must be a square matrix; got shape {matrix.shape}")
         if self._states and matrix.shape != self._states[0].shape:
-            raise ValueError(f"state has shape {matrix.shape} but earlier states have "
-                             f"{self._states[0].shape}")
+            raise ValueError(
+                f"state has shape {matrix.shape} but earlier states have {self._states[0].shape}"
+            )
         self._times.append(time)
         self._states.append(matrix)
 
@@ -67,8 +74,9 @@ class Dynamics:
         """Shape of ``states``: (N, d, d)."""
         return self.states.shape
 
-    def expectations(self, operator: Any = None, real: bool = False
-                     ) -> tuple[default_np.ndarray, default_np.ndarray]:
+    def expectations(
+        self, operator: Any = None, real: bool = False
+    ) -> tuple[default_np.ndarray, default_np.ndarray]:
         """Return ``(times, Tr(operator rho(t)))``; the trace if ``operator`` is None.
 
         ``real=True`` returns the real part (for Hermitian operators).
@@ -98,9 +106,14 @@ class Dynamics:
         with atomic_path(filename) as temporary:
             if extension == ".npz":
                 with open(temporary, "wb") as handle:
-                    default_np.savez(handle, times=self.times, states=self.states,
-                                     name=self.name, description=self.description,
-                                     format="nonmarkov-dynamics-1")
+                    default_np.savez(
+                        handle,
+                        times=self.times,
+                        states=self.states,
+                        name=self.name,
+                        description=self.description,
+                        format="nonmarkov-dynamics-1",
+                    )
             else:
                 import h5py
 
@@ -123,15 +136,22 @@ def import_dynamics(filename: str) -> Dynamics:
         with default_np.load(filename, allow_pickle=False) as data:
             if "times" not in data or "states" not in data:
                 raise ValueError(f"{filename} is not a dynamics file (no times/states)")
-            return Dynamics(data["times"], data["states"], name=str(data["name"]),
-                            description=str(data["description"]))
+            return Dynamics(
+                data["times"],
+                data["states"],
+                name=str(data["name"]),
+                description=str(data["description"]),
+            )
     if extension in (".h5", ".hdf5"):
         import h5py
 
         with h5py.File(filename, "r") as handle:
             if handle.attrs.get("format") != "nonmarkov-dynamics-1":
                 raise ValueError(f"{filename} is not a nonmarkov dynamics file")
-            return Dynamics(handle["times"][()], handle["states"][()],
-                            name=str(handle.attrs["name"]),
-                            description=str(handle.attrs["description"]))
+            return Dynamics(
+                handle["times"][()],
+                handle["states"][()],
+                name=str(handle.attrs["name"]),
+                description=str(handle.attrs["description"]),
+            )
     raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")

@@ -32,8 +32,9 @@ def left_orthonormalise(sites: list[Any]) -> list[Any]:
     return sites
 
 
-def split_last_bond(sites: list[Any], epsrel: float,
-                    max_rank: int | None = None) -> tuple[list[Any], Any, Any]:
+def split_last_bond(
+    sites: list[Any], epsrel: float, max_rank: int | None = None
+) -> tuple[list[Any], Any, Any]:
     """Schmidt decomposition at the right bond of the last site.
 
     ``sites`` must be left-orthonormal except the last one (see

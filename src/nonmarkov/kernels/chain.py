@@ -38,16 +38,16 @@ def cap_before(tensor: Any, weights: Any, cap: Any, xp: Any = np) -> Any:
     return xp.einsum("bcp,p,c->b", tensor, weights, cap)
 
 
-def future_caps(tensors: list[Any], weights: Any, last_cap: Any = None,
-                xp: Any = np) -> list[Any]:
+def future_caps(tensors: list[Any], weights: Any, last_cap: Any = None, xp: Any = np) -> list[Any]:
     """Vectors that close the bond after each step with a weighted (traced) future.
 
     ``caps[k][b]`` contracts step tensors k+1..N-1, each with the class
     weights ``weights[c]``, and ``last_cap`` (default ones: the trivial end
     bond) after step N-1; ``caps[N-1]`` is ``last_cap``.
     """
-    cap = xp.ones((tensors[-1].shape[1],), dtype=tensors[-1].dtype) if last_cap is None \
-        else last_cap
+    cap = (
+        xp.ones((tensors[-1].shape[1],), dtype=tensors[-1].dtype) if last_cap is None else last_cap
+    )
     caps: list[Any] = [None] * len(tensors)
     caps[-1] = cap
     for k in range(len(tensors) - 1, 0, -1):

@@ -26,9 +26,15 @@ from .window import normalise, truncate_right_to_left
 GRAM_MIN_EPSREL = 1e-6
 
 
-def multiply_overlapping(before: list[Any], tail: list[Any], second: list[Any],
-                         rows: list[Any], epsrel: float, zip_epsrel: float,
-                         max_rank: int | None = None) -> tuple[list[Any], float]:
+def multiply_overlapping(
+    before: list[Any],
+    tail: list[Any],
+    second: list[Any],
+    rows: list[Any],
+    epsrel: float,
+    zip_epsrel: float,
+    max_rank: int | None = None,
+) -> tuple[list[Any], float]:
     """Product of two overlapping chains, compressed with ``epsrel``.
 
     The first chain is ``before + tail``; the second chain ``second`` starts
@@ -70,7 +76,7 @@ def multiply_overlapping(before: list[Any], tail: list[Any], second: list[Any],
         sites.append(u.reshape(k, p, -1))
         carry = rest.reshape(-1, c, d)
     carry = carry.reshape(carry.shape[0], -1)  # the first chain ends: chi_1 = 1
-    for site in second[len(tail):]:
+    for site in second[len(tail) :]:
         tensor = np.tensordot(carry, site, axes=([1], [0]))
         k, p, r = tensor.shape
         q, carry = np.linalg.qr(tensor.reshape(k * p, r))
@@ -97,12 +103,13 @@ def _split_off_left(matrix: Any, epsrel: float, max_rank: int | None) -> tuple[A
     values, vectors = np.linalg.eigh(matrix @ np.conj(matrix.T))
     values, vectors = values[::-1], vectors[:, ::-1]  # descending
     singular_values = np.sqrt(np.maximum(values, 0.0))
-    u = vectors[:, :kept_rank(singular_values, epsrel, max_rank)]
+    u = vectors[:, : kept_rank(singular_values, epsrel, max_rank)]
     return u, np.conj(u.T) @ matrix
 
 
-def compress_chain(sites: list[Any], epsrel: float,
-                   max_rank: int | None = None) -> tuple[list[Any], float]:
+def compress_chain(
+    sites: list[Any], epsrel: float, max_rank: int | None = None
+) -> tuple[list[Any], float]:
     """Cut every bond of a chain at its Schmidt values with ``epsrel``.
 
     A QR sweep left to right makes the chain left-orthonormal (exact), then

@@ -23,8 +23,9 @@ from ..backends.numerical_backend import la, np
 MULTIPLET_TOLERANCE = 1e-8
 
 
-def rank_rule(singular_values: Any, epsrel: Any, max_rank: int | None = None,
-              xp: Any = default_np) -> Any:
+def rank_rule(
+    singular_values: Any, epsrel: Any, max_rank: int | None = None, xp: Any = default_np
+) -> Any:
     """Kept rank of a descending spectrum (n,), as an int32 scalar of namespace ``xp``.
 
     The smallest k with sqrt(sum_{i >= k} s_i^2) <= epsrel * s_0, at least 1,
@@ -65,8 +66,7 @@ def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) 
     return int(rank_rule(s, epsrel, max_rank))
 
 
-def truncated_svd(matrix: Any, epsrel: float,
-                  max_rank: int | None = None) -> tuple[Any, Any, Any]:
+def truncated_svd(matrix: Any, epsrel: float, max_rank: int | None = None) -> tuple[Any, Any, Any]:
     """Thin SVD of ``matrix`` (m, n), truncated with ``epsrel``.
 
     Returns u (m, k), s (k,), vh (k, n).

@@ -63,9 +63,17 @@ def _couple(site: Any, lag: Any) -> Any:
     return coupled.reshape(lag.shape[0], chi_l, dim_p * chi_r)
 
 
-def sweep_left_to_right(theta: Any, first_rows: Any, carrier_rows: Any, num_rows: int,
-                        site_lags: list[Any], sites: list[Any], epsrel: float, oldest: str,
-                        max_rank: int | None = None) -> tuple[list[Any], Any]:
+def sweep_left_to_right(
+    theta: Any,
+    first_rows: Any,
+    carrier_rows: Any,
+    num_rows: int,
+    site_lags: list[Any],
+    sites: list[Any],
+    epsrel: float,
+    oldest: str,
+    max_rank: int | None = None,
+) -> tuple[list[Any], Any]:
     """Couple the new point to the window and orthonormalise, newest site first.
 
     Every bond is orthonormalised with a QR decomposition (no truncation),
@@ -131,9 +139,17 @@ def sweep_left_to_right(theta: Any, first_rows: Any, carrier_rows: Any, num_rows
     return window, None
 
 
-def advance_window(window: list[Any], theta: Any, first_rows: Any, carrier_rows: Any,
-                   num_rows: int, site_lags: list[Any], epsrel: float, oldest: str,
-                   max_rank: int | None = None) -> tuple[list[Any], Any]:
+def advance_window(
+    window: list[Any],
+    theta: Any,
+    first_rows: Any,
+    carrier_rows: Any,
+    num_rows: int,
+    site_lags: list[Any],
+    epsrel: float,
+    oldest: str,
+    max_rank: int | None = None,
+) -> tuple[list[Any], Any]:
     """One step of the window: couple a new point, truncate, handle the oldest.
 
     A left-to-right pass applies the couplings and orthonormalises (QR; the
@@ -145,12 +161,14 @@ def advance_window(window: list[Any], theta: Any, first_rows: Any, carrier_rows:
     if oldest not in OLDEST_ACTIONS:
         raise ValueError(f"oldest must be one of {list(OLDEST_ACTIONS)}; got {oldest!r}")
     new_window, finalized = sweep_left_to_right(
-        theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank)
+        theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank
+    )
     return truncate_right_to_left(new_window, epsrel, max_rank), finalized
 
 
-def truncate_right_to_left(window: list[Any], epsrel: float,
-                           max_rank: int | None = None) -> list[Any]:
+def truncate_right_to_left(
+    window: list[Any], epsrel: float, max_rank: int | None = None
+) -> list[Any]:
     """Plain SVD truncation sweep from the last site to the front.
 
     Optimal when the window is left-orthonormal with the norm in the last

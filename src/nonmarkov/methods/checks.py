@@ -19,13 +19,16 @@ from ..model.system import BaseSystem
 def model(system: Any, bath: Any) -> None:
     """Raise unless ``system`` and ``bath`` are of the right types and dimensions."""
     if not isinstance(system, BaseSystem):
-        raise TypeError(f"system must be a System or TimeDependentSystem; "
-                        f"got {type(system).__name__}")
+        raise TypeError(
+            f"system must be a System or TimeDependentSystem; got {type(system).__name__}"
+        )
     if not isinstance(bath, Bath):
         raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
     if system.dimension != bath.dimension:
-        raise ValueError(f"the system has dimension {system.dimension} but the bath's coupling "
-                         f"operator has dimension {bath.dimension}")
+        raise ValueError(
+            f"the system has dimension {system.dimension} but the bath's coupling "
+            f"operator has dimension {bath.dimension}"
+        )
 
 
 def tempo_parameters(parameters: Any) -> TempoParameters:
@@ -40,19 +43,22 @@ def memory_parameters(parameters: Any) -> tuple[TempoParameters, int]:
     clear error."""
     parameters = tempo_parameters(parameters)
     if parameters.dkmax is None:
-        raise ValueError("a uniform process tensor needs a memory cut: give TempoParameters "
-                         "with tcut or dkmax (full memory has no repeating tensor)")
+        raise ValueError(
+            "a uniform process tensor needs a memory cut: give TempoParameters "
+            "with tcut or dkmax (full memory has no repeating tensor)"
+        )
     return parameters, parameters.dkmax
 
 
-def pt_interval(bath: Any, start_time: Any, end_time: Any,
-                      dt: float) -> tuple[float, float, int]:
+def pt_interval(bath: Any, start_time: Any, end_time: Any, dt: float) -> tuple[float, float, int]:
     """Check a process tensor's bath and interval; (start, end, number of steps)."""
     start_time, end_time = check_bath_interval(bath, start_time, end_time)
     num_steps = int(round((end_time - start_time) / dt))
     if num_steps < 1:
-        raise ValueError(f"end_time - start_time ({end_time - start_time}) is shorter than "
-                         f"half a time step dt={dt}")
+        raise ValueError(
+            f"end_time - start_time ({end_time - start_time}) is shorter than "
+            f"half a time step dt={dt}"
+        )
     return start_time, end_time, num_steps
 
 
@@ -63,15 +69,19 @@ def process_tensor_file(process_tensor_file: Any, overwrite: bool) -> str | None
     if process_tensor_file is True:
         return os.path.join(tempfile.gettempdir(), f"pt_{uuid.uuid4().hex[:12]}.hdf5")
     if not isinstance(process_tensor_file, (str, os.PathLike)) or not os.fspath(
-            process_tensor_file):
-        raise TypeError(f"process_tensor_file must be None, True or a filename; got "
-                        f"{process_tensor_file!r}")
+        process_tensor_file
+    ):
+        raise TypeError(
+            f"process_tensor_file must be None, True or a filename; got {process_tensor_file!r}"
+        )
     filename = os.fspath(process_tensor_file)
     directory = os.path.dirname(os.path.abspath(filename))
     if not os.path.isdir(directory):
-        raise FileNotFoundError(f"process_tensor_file {filename!r}: directory {directory!r} "
-                                f"does not exist")
+        raise FileNotFoundError(
+            f"process_tensor_file {filename!r}: directory {directory!r} does not exist"
+        )
     if os.path.exists(filename) and not overwrite:
-        raise FileExistsError(f"process_tensor_file {filename!r} exists; pass overwrite=True "
-                              f"to replace it")
+        raise FileExistsError(
+            f"process_tensor_file {filename!r} exists; pass overwrite=True to replace it"
+        )
     return filename

@@ -57,6 +57,7 @@ OPERATOR_SIDES = ("left", "right")
 # times: step indices from the OQuPy-style specifications
 # --------------------------------------------------------------------------
 
+
 def _is_integer(value: Any) -> bool:
     return isinstance(value, (int, default_np.integer)) and not isinstance(value, bool)
 
@@ -75,8 +76,7 @@ class _Grid:
 
     def describe(self) -> str:
         end = self.start_time + self.num_steps * self.dt
-        return (f"steps 0..{self.num_steps}, times {self.start_time:g}..{end:g} "
-                f"(dt={self.dt:g})")
+        return f"steps 0..{self.num_steps}, times {self.start_time:g}..{end:g} (dt={self.dt:g})"
 
     def index_of_step(self, value: Any, name: str) -> int:
         step = int(value)
@@ -88,8 +88,10 @@ class _Grid:
         time = check.real_number(value, name)
         step = int(round((time - self.start_time) / self.dt))
         if not 0 <= step <= self.num_steps:
-            raise ValueError(f"{name}: time {time:g} (nearest step {step}) is outside the grid "
-                             f"({self.describe()})")
+            raise ValueError(
+                f"{name}: time {time:g} (nearest step {step}) is outside the grid "
+                f"({self.describe()})"
+            )
         return step
 
     def index_of_slice(self, value: slice, name: str) -> list[int]:
@@ -113,8 +115,10 @@ class _Grid:
             return default_np.array([self.index_of_time(spec, name)])
         if isinstance(spec, tuple):
             if len(spec) != 2 or not all(_is_real(t) for t in spec):
-                raise TypeError(f"{name}: a tuple must be a time interval (t0, t1) of two real "
-                                f"numbers; got {spec!r}")
+                raise TypeError(
+                    f"{name}: a tuple must be a time interval (t0, t1) of two real "
+                    f"numbers; got {spec!r}"
+                )
             first = self.index_of_time(spec[0], f"{name}[0]")
             last = self.index_of_time(spec[1], f"{name}[1]")
             direction = 1 if last >= first else -1
@@ -132,13 +136,16 @@ class _Grid:
                 elif _is_real(item):
                     steps.append(self.index_of_time(item, item_name))
                 else:
-                    raise TypeError(f"{item_name} must be a step (int), a slice or a time "
-                                    f"(float); got {item!r}")
+                    raise TypeError(
+                        f"{item_name} must be a step (int), a slice or a time (float); got {item!r}"
+                    )
             if not steps:
                 raise ValueError(f"{name} is an empty list; give at least one time")
             return default_np.array(steps)
-        raise TypeError(f"{name} must be a step (int), a slice, a list of steps and slices, a "
-                        f"time (float) or a time interval (t0, t1); got {spec!r}")
+        raise TypeError(
+            f"{name} must be a step (int), a slice, a list of steps and slices, a "
+            f"time (float) or a time interval (t0, t1); got {spec!r}"
+        )
 
     def times(self, steps: default_np.ndarray) -> default_np.ndarray:
         """Times of the step indices."""
@@ -149,6 +156,7 @@ class _Grid:
 # the sweep over the time grid
 # --------------------------------------------------------------------------
 
+
 class _Chain:
     """One sequence of operators: superoperators of all but the last, readout of the last.
 
@@ -157,16 +165,21 @@ class _Chain:
     where the steps are not non-decreasing.
     """
 
-    def __init__(self, superoperators: list[default_np.ndarray], readout: default_np.ndarray,
-                 steps: list[default_np.ndarray]):
+    def __init__(
+        self,
+        superoperators: list[default_np.ndarray],
+        readout: default_np.ndarray,
+        steps: list[default_np.ndarray],
+    ):
         self.superoperators = superoperators
         self.readout = readout
         self.steps = [default_np.unique(s) for s in steps]
         self.position = [{int(k): i for i, k in enumerate(s)} for s in self.steps]
         self.last_step = [int(s[-1]) for s in self.steps]
         shape = tuple(len(s) for s in self.steps)
-        self.values = default_np.full(shape, default_np.nan + 1j * default_np.nan,
-                                      dtype=default_np.complex128)
+        self.values = default_np.full(
+            shape, default_np.nan + 1j * default_np.nan, dtype=default_np.complex128
+        )
 
     @property
     def length(self) -> int:
@@ -187,22 +200,33 @@ class _Branch:
 class _Sweep:
     """Propagates a batch of branches over the grid and reads out the chains."""
 
-    def __init__(self, system: BaseSystem, process_tensors: list[BaseProcessTensor],
-                 grid: _Grid, control: Control | None, subdiv_limit: int | None,
-                 liouvillian_epsrel: float, options: EngineOptions | None):
+    def __init__(
+        self,
+        system: BaseSystem,
+        process_tensors: list[BaseProcessTensor],
+        grid: _Grid,
+        control: Control | None,
+        subdiv_limit: int | None,
+        liouvillian_epsrel: float,
+        options: EngineOptions | None,
+    ):
         self.grid = grid
         self.control = control
         self.d = system.dimension
-        self.propagators = system.get_propagators(grid.dt, grid.start_time, subdiv_limit,
-                                                  liouvillian_epsrel)
+        self.propagators = system.get_propagators(
+            grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
+        )
         self.engine = chain_engine(options)
         self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
         self.num_bonds = len(self.pts)
 
     def _step(self, state: Any, step: int) -> Any:
         """Propagate the batch ``state`` (bonds..., batch, d^2) from t_step to t_step+1."""
-        pre, post = (None, None) if self.control is None else self.control.get_controls(
-            step, self.grid.dt, self.grid.start_time)
+        pre, post = (
+            (None, None)
+            if self.control is None
+            else self.control.get_controls(step, self.grid.dt, self.grid.start_time)
+        )
         first, second = self.propagators(step)
         return self.engine.step(state, step, first, second, self.pts, pre, post)
 
@@ -212,8 +236,7 @@ class _Sweep:
             return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
         return [pt.cap(step - 1) for pt in self.pts]
 
-    def run(self, rho0: default_np.ndarray, chains: list[_Chain],
-            progress_type: str) -> None:
+    def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress_type: str) -> None:
         """Fill ``chain.values`` of every chain."""
         batch_axis = self.num_bonds
         end = max(chain.last_step[-1] for chain in chains)
@@ -225,12 +248,10 @@ class _Sweep:
         with hot_loop_threads(), Progress(end, progress_type, "correlations") as progress:
             for k in range(end + 1):
                 state, branches = self._act(state, branches, chains, superops, readouts, k)
-                alive = [i for i, b in enumerate(branches) if self._alive(b, chains, k,
-                                                                          root_end)]
+                alive = [i for i, b in enumerate(branches) if self._alive(b, chains, k, root_end)]
                 if len(alive) < len(branches):
                     branches = [branches[i] for i in alive]
-                    state = np.take(state, np.asarray(alive), axis=batch_axis) \
-                        if alive else None
+                    state = np.take(state, np.asarray(alive), axis=batch_axis) if alive else None
                 if state is None or k == end:
                     break
                 state = self._step(state, k)
@@ -243,9 +264,15 @@ class _Sweep:
             return k < root_end
         return k < chains[branch.chain].last_step[branch.level]
 
-    def _act(self, state: Any, branches: list[_Branch], chains: list[_Chain],
-             superops: list[list[Any]], readouts: list[Any], k: int
-             ) -> tuple[Any, list[_Branch]]:
+    def _act(
+        self,
+        state: Any,
+        branches: list[_Branch],
+        chains: list[_Chain],
+        superops: list[list[Any]],
+        readouts: list[Any],
+        k: int,
+    ) -> tuple[Any, list[_Branch]]:
         """Apply every operator acting at step ``k``; read out the last ones."""
         batch_axis = self.num_bonds
         for c, chain in enumerate(chains):
@@ -256,8 +283,9 @@ class _Sweep:
                 if level == 0:
                     parents = [i for i, b in enumerate(branches) if b.chain is None]
                 else:
-                    parents = [i for i, b in enumerate(branches)
-                               if b.chain == c and b.level == level]
+                    parents = [
+                        i for i, b in enumerate(branches) if b.chain == c and b.level == level
+                    ]
                 if not parents:
                     continue
                 selected = np.take(state, np.asarray(parents), axis=batch_axis)
@@ -270,8 +298,8 @@ class _Sweep:
                     children = apply_superoperator(selected, superops[c][level])
                     state = np.concatenate([state, children], axis=batch_axis)
                     branches = branches + [
-                        _Branch(c, level + 1, branches[i].indices + (position,))
-                        for i in parents]
+                        _Branch(c, level + 1, branches[i].indices + (position,)) for i in parents
+                    ]
         return state, branches
 
 
@@ -279,12 +307,20 @@ class _Sweep:
 # input checks shared by the public functions
 # --------------------------------------------------------------------------
 
-def _prepare(system: Any, process_tensor: Any, initial_state: Any, start_time: Any,
-             dt: Any, num_steps: Any, control: Any, progress_type: Any
-             ) -> tuple[list[BaseProcessTensor], default_np.ndarray, _Grid, str]:
+
+def _prepare(
+    system: Any,
+    process_tensor: Any,
+    initial_state: Any,
+    start_time: Any,
+    dt: Any,
+    num_steps: Any,
+    control: Any,
+    progress_type: Any,
+) -> tuple[list[BaseProcessTensor], default_np.ndarray, _Grid, str]:
     process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
-        system, process_tensor, initial_state, start_time, dt, num_steps, control,
-        progress_type)
+        system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
+    )
     return process_tensors, rho0, _Grid(start_time, dt, num_steps), progress_type
 
 
@@ -301,16 +337,26 @@ def _readout_vector(operator: default_np.ndarray) -> default_np.ndarray:
 # public functions
 # --------------------------------------------------------------------------
 
-def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: Any,
-                         operator_b: Any, times_a: Any, times_b: Any,
-                         time_order: str = "ordered", initial_state: Any = None,
-                         start_time: float = 0.0, dt: float | None = None,
-                         progress_type: str | None = None, *,
-                         control: Control | None = None, num_steps: int | None = None,
-                         subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-                         liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
-                         options: EngineOptions | None = None,
-                         ) -> tuple[list[default_np.ndarray], default_np.ndarray]:
+
+def compute_correlations(
+    system: BaseSystem,
+    process_tensor: Any,
+    operator_a: Any,
+    operator_b: Any,
+    times_a: Any,
+    times_b: Any,
+    time_order: str = "ordered",
+    initial_state: Any = None,
+    start_time: float = 0.0,
+    dt: float | None = None,
+    progress_type: str | None = None,
+    *,
+    control: Control | None = None,
+    num_steps: int | None = None,
+    subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+    liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+    options: EngineOptions | None = None,
+) -> tuple[list[default_np.ndarray], default_np.ndarray]:
     """Two-time correlations <B(t_b) A(t_a)> of the system.
 
     Parameters
@@ -346,9 +392,9 @@ def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: An
         ``time_order``.
     """
     time_order = check.choice(time_order, TIME_ORDERS, "time_order")
-    pts, rho0, grid, progress_type = _prepare(system, process_tensor, initial_state,
-                                              start_time, dt, num_steps, control,
-                                              progress_type)
+    pts, rho0, grid, progress_type = _prepare(
+        system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
+    )
     d = system.dimension
     a = _operator(operator_a, "operator_a", d)
     b = _operator(operator_b, "operator_b", d)
@@ -360,7 +406,8 @@ def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: An
     if time_order in ("anti", "full"):
         chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
     _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel, options).run(
-        rho0, chains, progress_type)
+        rho0, chains, progress_type
+    )
     rows = [chains[0].position[0 if time_order != "anti" else 1][int(k)] for k in steps_a]
     columns = [chains[0].position[1 if time_order != "anti" else 0][int(k)] for k in steps_b]
     if time_order == "anti":
@@ -374,15 +421,23 @@ def compute_correlations(system: BaseSystem, process_tensor: Any, operator_a: An
     return [grid.times(steps_a), grid.times(steps_b)], correlations
 
 
-def compute_correlations_nt(system: BaseSystem, process_tensor: Any, operators: Sequence[Any],
-                            ops_times: Sequence[Any], ops_order: Sequence[str],
-                            initial_state: Any = None, start_time: float = 0.0,
-                            dt: float | None = None, progress_type: str | None = None, *,
-                            control: Control | None = None, num_steps: int | None = None,
-                            subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-                            liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
-                            options: EngineOptions | None = None,
-                            ) -> tuple[list[default_np.ndarray], default_np.ndarray]:
+def compute_correlations_nt(
+    system: BaseSystem,
+    process_tensor: Any,
+    operators: Sequence[Any],
+    ops_times: Sequence[Any],
+    ops_order: Sequence[str],
+    initial_state: Any = None,
+    start_time: float = 0.0,
+    dt: float | None = None,
+    progress_type: str | None = None,
+    *,
+    control: Control | None = None,
+    num_steps: int | None = None,
+    subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+    liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+    options: EngineOptions | None = None,
+) -> tuple[list[default_np.ndarray], default_np.ndarray]:
     """n-time correlations Tr[... O_2^{side} L O_1^{side} L rho_0] of the system.
 
     Operator j acts at the times ``ops_times[j]`` from the side
@@ -409,28 +464,37 @@ def compute_correlations_nt(system: BaseSystem, process_tensor: Any, operators: 
     correlations : complex array of shape (n_1, ..., n_n); entries whose
         times are not non-decreasing in operator order are NaN + NaN j.
     """
-    pts, rho0, grid, progress_type = _prepare(system, process_tensor, initial_state,
-                                              start_time, dt, num_steps, control,
-                                              progress_type)
+    pts, rho0, grid, progress_type = _prepare(
+        system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
+    )
     d = system.dimension
-    for value, name in ((operators, "operators"), (ops_times, "ops_times"),
-                        (ops_order, "ops_order")):
+    for value, name in (
+        (operators, "operators"),
+        (ops_times, "ops_times"),
+        (ops_order, "ops_order"),
+    ):
         if isinstance(value, (str, default_np.ndarray)) or not isinstance(value, Sequence):
             raise TypeError(f"{name} must be a list with one entry per operator; got {value!r}")
     n = len(operators)
     if n == 0:
         raise ValueError("operators must hold at least one operator")
     if len(ops_times) != n or len(ops_order) != n:
-        raise ValueError(f"operators, ops_times and ops_order must have the same length; got "
-                         f"{n}, {len(ops_times)} and {len(ops_order)}")
+        raise ValueError(
+            f"operators, ops_times and ops_order must have the same length; got "
+            f"{n}, {len(ops_times)} and {len(ops_order)}"
+        )
     matrices = [_operator(op, f"operators[{j}]", d) for j, op in enumerate(operators)]
-    sides = [check.choice(side, OPERATOR_SIDES, f"ops_order[{j}]")
-             for j, side in enumerate(ops_order)]
+    sides = [
+        check.choice(side, OPERATOR_SIDES, f"ops_order[{j}]") for j, side in enumerate(ops_order)
+    ]
     steps = [grid.steps(spec, f"ops_times[{j}]") for j, spec in enumerate(ops_times)]
-    superoperators = [left_super(m) if side == "left" else right_super(m)
-                      for m, side in zip(matrices[:-1], sides[:-1])]
+    superoperators = [
+        left_super(m) if side == "left" else right_super(m)
+        for m, side in zip(matrices[:-1], sides[:-1])
+    ]
     chain = _Chain(superoperators, _readout_vector(matrices[-1]), steps)
     _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel, options).run(
-        rho0, [chain], progress_type)
+        rho0, [chain], progress_type
+    )
     index = [[chain.position[j][int(k)] for k in s] for j, s in enumerate(steps)]
     return [grid.times(s) for s in steps], chain.values[default_np.ix_(*index)]

@@ -45,13 +45,15 @@ def _as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
     items = list(process_tensor) if isinstance(process_tensor, Sequence) else [process_tensor]
     for i, item in enumerate(items):
         if not isinstance(item, BaseProcessTensor):
-            raise TypeError(f"process_tensor[{i}] must be a process tensor; "
-                            f"got {type(item).__name__}")
+            raise TypeError(
+                f"process_tensor[{i}] must be a process tensor; got {type(item).__name__}"
+            )
     return [item for item in items if not isinstance(item, TrivialProcessTensor)]
 
 
-def _resolve_grid(process_tensors: list[BaseProcessTensor], dt: float | None,
-                  num_steps: int | None) -> tuple[float, int]:
+def _resolve_grid(
+    process_tensors: list[BaseProcessTensor], dt: float | None, num_steps: int | None
+) -> tuple[float, int]:
     """Check that the process tensors fit the requested dt and num_steps."""
     if dt is not None:
         dt = check.positive_number(dt, "dt")
@@ -69,8 +71,9 @@ def _resolve_grid(process_tensors: list[BaseProcessTensor], dt: float | None,
         if num_steps is None:
             num_steps = shortest
         elif num_steps > shortest:
-            raise ValueError(f"num_steps={num_steps} exceeds the length of the process tensor "
-                             f"({shortest} steps)")
+            raise ValueError(
+                f"num_steps={num_steps} exceeds the length of the process tensor ({shortest} steps)"
+            )
     if num_steps is None and process_tensors:
         raise ValueError("a UniformProcessTensor serves any number of steps: give num_steps")
     if dt is None or num_steps is None:
@@ -78,10 +81,16 @@ def _resolve_grid(process_tensors: list[BaseProcessTensor], dt: float | None,
     return dt, num_steps
 
 
-def check_dynamics_inputs(system: Any, process_tensor: Any, initial_state: Any, start_time: Any,
-                          dt: Any, num_steps: Any, control: Any, progress_type: Any
-                          ) -> tuple[list[BaseProcessTensor], default_np.ndarray, float, float,
-                                     int, str]:
+def check_dynamics_inputs(
+    system: Any,
+    process_tensor: Any,
+    initial_state: Any,
+    start_time: Any,
+    dt: Any,
+    num_steps: Any,
+    control: Any,
+    progress_type: Any,
+) -> tuple[list[BaseProcessTensor], default_np.ndarray, float, float, int, str]:
     """Check the arguments shared by the functions that propagate a system.
 
     Returns (process tensors without trivial ones, rho0 (d, d), start_time,
@@ -89,8 +98,9 @@ def check_dynamics_inputs(system: Any, process_tensor: Any, initial_state: Any, 
     argument otherwise.
     """
     if not isinstance(system, BaseSystem):
-        raise TypeError(f"system must be a System or TimeDependentSystem; "
-                        f"got {type(system).__name__}")
+        raise TypeError(
+            f"system must be a System or TimeDependentSystem; got {type(system).__name__}"
+        )
     if initial_state is None:
         raise ValueError("initial_state must be given: a (d, d) density matrix")
     rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)
@@ -99,25 +109,34 @@ def check_dynamics_inputs(system: Any, process_tensor: Any, initial_state: Any, 
     if control is not None and not isinstance(control, Control):
         raise TypeError(f"control must be a Control; got {type(control).__name__}")
     if control is not None and control.dimension != system.dimension:
-        raise ValueError(f"control has dimension {control.dimension}, the system "
-                         f"{system.dimension}")
+        raise ValueError(
+            f"control has dimension {control.dimension}, the system {system.dimension}"
+        )
     process_tensors = _as_process_tensor_list(process_tensor)
     for i, pt in enumerate(process_tensors):
         if pt.dimension != system.dimension:
-            raise ValueError(f"process tensor {i} has dimension {pt.dimension} but the system "
-                             f"has dimension {system.dimension}")
+            raise ValueError(
+                f"process tensor {i} has dimension {pt.dimension} but the system "
+                f"has dimension {system.dimension}"
+            )
     dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
     return process_tensors, rho0, start_time, dt, num_steps, progress_type
 
 
-def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | None = None,
-                     num_steps: int | None = None, start_time: float = 0.0,
-                     process_tensor: Any = None, control: Control | None = None,
-                     record_all: bool = True,
-                     subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-                     liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
-                     progress_type: str | None = None,
-                     options: EngineOptions | None = None) -> Dynamics:
+def compute_dynamics(
+    system: BaseSystem,
+    initial_state: Any = None,
+    dt: float | None = None,
+    num_steps: int | None = None,
+    start_time: float = 0.0,
+    process_tensor: Any = None,
+    control: Control | None = None,
+    record_all: bool = True,
+    subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+    liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+    progress_type: str | None = None,
+    options: EngineOptions | None = None,
+) -> Dynamics:
     """Reduced dynamics of ``system`` coupled to the baths of ``process_tensor``.
 
     Parameters
@@ -142,19 +161,28 @@ def compute_dynamics(system: BaseSystem, initial_state: Any = None, dt: float | 
     Returns a :class:`Dynamics` with times start_time + k dt.
     """
     process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
-        system, process_tensor, initial_state, start_time, dt, num_steps, control,
-        progress_type)
+        system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
+    )
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
-    controls = None if control is None else (
-        lambda step: control.get_controls(step, dt, start_time))
+    controls = (
+        None if control is None else (lambda step: control.get_controls(step, dt, start_time))
+    )
     d = system.dimension
     dynamics = Dynamics(name="dynamics")
     dynamics.add(start_time, rho0)
     with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics") as progress:
-        readouts = chain_engine(options).run(ChainRun(
-            initial=rho0.reshape(-1), num_steps=num_steps, propagators=propagators,
-            constant_propagators=type(system) is System, controls=controls,
-            process_tensors=process_tensors, record_all=record_all, on_step=progress.update))
+        readouts = chain_engine(options).run(
+            ChainRun(
+                initial=rho0.reshape(-1),
+                num_steps=num_steps,
+                propagators=propagators,
+                constant_propagators=type(system) is System,
+                controls=controls,
+                process_tensors=process_tensors,
+                record_all=record_all,
+                on_step=progress.update,
+            )
+        )
     steps = range(1, num_steps + 1) if record_all else [num_steps] * min(num_steps, 1)
     for step, vector in zip(steps, readouts):
         dynamics.add(start_time + step * dt, default_np.asarray(vector).reshape(d, d))

@@ -21,15 +21,21 @@ from .pt_tempo import PtTempo
 PT_METHODS = ("sequential", "repeated_block", "divide_and_conquer")
 
 
-def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
-                     parameters: TempoParameters | None = None,
-                     tolerance: float | None = None, unique: bool = False,
-                     process_tensor_file: str | os.PathLike | bool | None = None,
-                     overwrite: bool = False,
-                     progress_type: str | None = None, name: str | None = None,
-                     description: str | None = None,
-                     method: str = "sequential",
-                     options: EngineOptions | None = None) -> BaseProcessTensor:
+def pt_tempo_compute(
+    bath: Bath,
+    start_time: float,
+    end_time: float,
+    parameters: TempoParameters | None = None,
+    tolerance: float | None = None,
+    unique: bool = False,
+    process_tensor_file: str | os.PathLike | bool | None = None,
+    overwrite: bool = False,
+    progress_type: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    method: str = "sequential",
+    options: EngineOptions | None = None,
+) -> BaseProcessTensor:
     """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
 
     If ``parameters`` is None they are guessed (``tolerance`` as given).
@@ -47,27 +53,52 @@ def pt_tempo_compute(bath: Bath, start_time: float, end_time: float,
     if method not in PT_METHODS:
         raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
     if parameters is None:
-        parameters = (guess_tempo_parameters(bath, start_time, end_time) if tolerance is None
-                      else guess_tempo_parameters(bath, start_time, end_time,
-                                                  tolerance=tolerance))
+        parameters = (
+            guess_tempo_parameters(bath, start_time, end_time)
+            if tolerance is None
+            else guess_tempo_parameters(bath, start_time, end_time, tolerance=tolerance)
+        )
     if method != "sequential":
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work
         if method == "repeated_block":
-            pt = pt_repeated_block_compute(bath, start_time, end_time, parameters,
-                                           unique=unique, progress_type=progress_type,
-                                           name=name, description=description,
-                                           options=options)
+            pt = pt_repeated_block_compute(
+                bath,
+                start_time,
+                end_time,
+                parameters,
+                unique=unique,
+                progress_type=progress_type,
+                name=name,
+                description=description,
+                options=options,
+            )
         else:
-            pt = pt_divide_and_conquer_compute(bath, start_time, end_time, parameters,
-                                               unique=unique, progress_type=progress_type,
-                                               name=name, description=description)
+            pt = pt_divide_and_conquer_compute(
+                bath,
+                start_time,
+                end_time,
+                parameters,
+                unique=unique,
+                progress_type=progress_type,
+                name=name,
+                description=description,
+            )
         if target is None:
             return pt
         pt.export(target, overwrite=overwrite)
         return FileProcessTensor(target, "read")
-    pt_tempo = PtTempo(bath, start_time, end_time, parameters, unique=unique,
-                       process_tensor_file=process_tensor_file, overwrite=overwrite,
-                       name=name, description=description, options=options)
+    pt_tempo = PtTempo(
+        bath,
+        start_time,
+        end_time,
+        parameters,
+        unique=unique,
+        process_tensor_file=process_tensor_file,
+        overwrite=overwrite,
+        name=name,
+        description=description,
+        options=options,
+    )
     return pt_tempo.get_process_tensor(progress_type=progress_type)

@@ -105,11 +105,11 @@ class _Doubler:
         n_first, n_second = first.num_points, second.num_points
         tail = first.sites[n_first:]
         rows = [self.carrier_rows if i < n_second else None for i in range(len(tail))]
-        chain, log_norm = multiply_overlapping(first.sites[:n_first], tail, second.sites, rows,
-                                               self.epsrel, self.epsrel * ZIP_FACTOR)
+        chain, log_norm = multiply_overlapping(
+            first.sites[:n_first], tail, second.sites, rows, self.epsrel, self.epsrel * ZIP_FACTOR
+        )
         self.max_bond = max([self.max_bond] + [site.shape[2] for site in chain])
-        return _Block(n_first + n_second, chain,
-                      first.log_scale + second.log_scale + log_norm)
+        return _Block(n_first + n_second, chain, first.log_scale + second.log_scale + log_norm)
 
     def _compressed(self, num_points: int, sites: list[Any], log_scale: float) -> _Block:
         chain, log_norm = compress_chain(sites, self.epsrel)
@@ -121,7 +121,7 @@ class _Doubler:
 
         Returns the compressed point chain and its log-norm.
         """
-        points, tail = block.sites[:block.num_points], block.sites[block.num_points:]
+        points, tail = block.sites[: block.num_points], block.sites[block.num_points :]
         log_scale = block.log_scale
         if tail:
             zero_row = int(default_np.argmin(default_np.abs(self.influence.row_differences)))
@@ -134,10 +134,16 @@ class _Doubler:
         return chain, log_scale + log_norm
 
 
-def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float,
-                                  parameters: TempoParameters, unique: bool = False,
-                                  progress_type: str | None = None, name: str | None = None,
-                                  description: str | None = None) -> SimpleProcessTensor:
+def pt_divide_and_conquer_compute(
+    bath: Bath,
+    start_time: float,
+    end_time: float,
+    parameters: TempoParameters,
+    unique: bool = False,
+    progress_type: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> SimpleProcessTensor:
     """The process tensor of ``bath`` on [start_time, end_time] by divide and conquer.
 
     Parameters
@@ -156,17 +162,18 @@ def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float
     error is set by ``epsrel`` (docs/long_time.md).
     """
     parameters = checks.tempo_parameters(parameters)
-    start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time,
-                                                        parameters.dt)
+    start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time, parameters.dt)
     progress_type = check_progress_type(progress_type)
     influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
-    memory = num_steps - 1 if parameters.dkmax is None else min(parameters.dkmax,
-                                                                 num_steps - 1)
+    memory = num_steps - 1 if parameters.dkmax is None else min(parameters.dkmax, num_steps - 1)
     doubler = _Doubler(influence, memory, parameters.epsrel)
     levels = num_steps.bit_length()
     total = levels + bin(num_steps).count("1") - 1  # column, doublings, joins
-    with use_backend("numpy"), hot_loop_threads(), Progress(
-            total, progress_type, "PT divide and conquer") as progress:
+    with (
+        use_backend("numpy"),
+        hot_loop_threads(),
+        Progress(total, progress_type, "PT divide and conquer") as progress,
+    ):
         power = doubler.column()
         progress.update()
         result = power if num_steps & 1 else None
@@ -182,12 +189,19 @@ def pt_divide_and_conquer_compute(bath: Bath, start_time: float, end_time: float
         assert result is not None  # num_steps >= 1 has a highest binary digit
         chain, log_scale = doubler.close(result)
     to_eigen, from_eigen = influence.liouville_transforms()
-    metadata = process_tensor_metadata("pt_divide_and_conquer_compute", bath, parameters,
-                                       start_time, end_time, num_steps, unique)
-    pt = SimpleProcessTensor(bath.dimension, parameters.dt, to_eigen, from_eigen,
-                             influence.classes,
-                             "Unnamed divide-and-conquer PT" if name is None else str(name),
-                             description, metadata)
+    metadata = process_tensor_metadata(
+        "pt_divide_and_conquer_compute", bath, parameters, start_time, end_time, num_steps, unique
+    )
+    pt = SimpleProcessTensor(
+        bath.dimension,
+        parameters.dt,
+        to_eigen,
+        from_eigen,
+        influence.classes,
+        "Unnamed divide-and-conquer PT" if name is None else str(name),
+        description,
+        metadata,
+    )
     share = math.exp(log_scale / num_steps)
     for step, site in enumerate(chain):
         tensor = default_np.transpose(default_np.asarray(np.to_host(site)), (0, 2, 1))

@@ -28,11 +28,17 @@ from .pt_tempo import PtTempo
 from .uniform import UniformPtBuilder
 
 
-def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
-                              parameters: TempoParameters, unique: bool = False,
-                              progress_type: str | None = None, name: str | None = None,
-                              description: str | None = None,
-                              options: EngineOptions | None = None) -> BaseProcessTensor:
+def pt_repeated_block_compute(
+    bath: Bath,
+    start_time: float,
+    end_time: float,
+    parameters: TempoParameters,
+    unique: bool = False,
+    progress_type: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    options: EngineOptions | None = None,
+) -> BaseProcessTensor:
     """The process tensor of ``bath`` on [start_time, end_time] from a repeating block.
 
     Parameters
@@ -50,15 +56,23 @@ def pt_repeated_block_compute(bath: Bath, start_time: float, end_time: float,
     the error is set by ``epsrel`` like PT-TEMPO's (see docs/long_time.md).
     """
     parameters, memory = checks.memory_parameters(parameters)
-    start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time,
-                                                        parameters.dt)
+    start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time, parameters.dt)
     progress_type = check_progress_type(progress_type)
     label = "Unnamed repeated-block PT" if name is None else str(name)
     if num_steps <= 2 * memory:
-        sequential = PtTempo(bath, start_time, end_time, parameters, unique=unique, name=label,
-                             description=description, options=options)
+        sequential = PtTempo(
+            bath,
+            start_time,
+            end_time,
+            parameters,
+            unique=unique,
+            name=label,
+            description=description,
+            options=options,
+        )
         return sequential.get_process_tensor(progress_type=progress_type)
-    builder = UniformPtBuilder(bath, parameters, unique=unique, name=label,
-                               description=description, options=options)
+    builder = UniformPtBuilder(
+        bath, parameters, unique=unique, name=label, description=description, options=options
+    )
     uniform = builder.compute(progress_type=progress_type)
     return uniform.to_process_tensor(num_steps)

@@ -63,16 +63,24 @@ class PtTempo:
     options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
     """
 
-    def __init__(self, bath: Bath, start_time: float, end_time: float,
-                 parameters: TempoParameters, unique: bool = False,
-                 process_tensor_file: str | os.PathLike | bool | None = None,
-                 overwrite: bool = False,
-                 name: str | None = None, description: str | None = None,
-                 options: EngineOptions | None = None):
+    def __init__(
+        self,
+        bath: Bath,
+        start_time: float,
+        end_time: float,
+        parameters: TempoParameters,
+        unique: bool = False,
+        process_tensor_file: str | os.PathLike | bool | None = None,
+        overwrite: bool = False,
+        name: str | None = None,
+        description: str | None = None,
+        options: EngineOptions | None = None,
+    ):
         self._options = resolve(options)
         self._parameters = check.tempo_parameters(parameters)
         self._start_time, self._end_time, self._num_steps = check.pt_interval(
-            bath, start_time, end_time, self._parameters.dt)
+            bath, start_time, end_time, self._parameters.dt
+        )
         self.bath = bath
         self.unique = bool(unique)
         self.name = "Unnamed PtTempo" if name is None else str(name)
@@ -94,9 +102,15 @@ class PtTempo:
     @property
     def metadata(self) -> dict:
         """JSON-serialisable description of the bath and parameters (stored in files)."""
-        return process_tensor_metadata("PtTempo", self.bath, self._parameters,
-                                       self._start_time, self._end_time, self._num_steps,
-                                       self.unique)
+        return process_tensor_metadata(
+            "PtTempo",
+            self.bath,
+            self._parameters,
+            self._start_time,
+            self._end_time,
+            self._num_steps,
+            self.unique,
+        )
 
     @property
     def num_steps(self) -> int:
@@ -131,8 +145,16 @@ class PtTempo:
         """An empty process tensor (in memory, or a file being written) for the steps."""
         influence = self._influence
         to_eigen, from_eigen = influence.liouville_transforms()
-        arguments = (self.bath.dimension, self._parameters.dt, to_eigen, from_eigen,
-                     influence.classes, self.name, self.description, self.metadata)
+        arguments = (
+            self.bath.dimension,
+            self._parameters.dt,
+            to_eigen,
+            from_eigen,
+            influence.classes,
+            self.name,
+            self.description,
+            self.metadata,
+        )
         if self._file is None:
             return SimpleProcessTensor(*arguments)
         mode = "overwrite" if self._overwrite else "write"
@@ -147,9 +169,12 @@ class PtTempo:
             if self._num_steps == 1:
                 sink.finish([front.reshape(1, -1, 1)], log_scale)
                 return
-            engine = window_engine(pt_window_spec(influence, front, log_scale,
-                                                  self._parameters.epsrel,
-                                                  self._parameters.dkmax), self._options)
+            engine = window_engine(
+                pt_window_spec(
+                    influence, front, log_scale, self._parameters.epsrel, self._parameters.dkmax
+                ),
+                self._options,
+            )
             self._engine = engine
             step = 1
             while step < self._num_steps:
@@ -228,16 +253,24 @@ def first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, fl
     return own / norm, math.log(norm)
 
 
-def pt_window_spec(influence: DiscretisedInfluence, front: Any, log_scale: float,
-                   epsrel: float, memory: int | None) -> WindowSpec:
+def pt_window_spec(
+    influence: DiscretisedInfluence, front: Any, log_scale: float, epsrel: float, memory: int | None
+) -> WindowSpec:
     """PT-TEMPO's memory window holding the first point ``front`` (m,) (normalised,
     its log-scale ``log_scale``): a point's index is its class (projector and
     read-out map the identity), and the oldest point is split off."""
     m = influence.num_classes
     own = default_np.asarray(influence.own_factor())
     carrier = default_np.asarray(influence.carrier_rows)
-    return WindowSpec(front=front, log_scale=log_scale, projector=default_np.eye(m),
-                      first=influence.lag_matrix_rows(1)[carrier] * own[:, None],
-                      carrier=carrier, lag_rows=influence.lag_matrix_rows,
-                      out_map=default_np.eye(m), epsrel=epsrel, memory=memory,
-                      oldest="finalize")
+    return WindowSpec(
+        front=front,
+        log_scale=log_scale,
+        projector=default_np.eye(m),
+        first=influence.lag_matrix_rows(1)[carrier] * own[:, None],
+        carrier=carrier,
+        lag_rows=influence.lag_matrix_rows,
+        out_map=default_np.eye(m),
+        epsrel=epsrel,
+        memory=memory,
+        oldest="finalize",
+    )

@@ -51,10 +51,18 @@ class Tempo:
     options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
     """
 
-    def __init__(self, system: BaseSystem, bath: Bath, parameters: TempoParameters,
-                 initial_state: Any, start_time: float, unique: bool = False,
-                 name: str | None = None, description: str | None = None,
-                 options: EngineOptions | None = None):
+    def __init__(
+        self,
+        system: BaseSystem,
+        bath: Bath,
+        parameters: TempoParameters,
+        initial_state: Any,
+        start_time: float,
+        unique: bool = False,
+        name: str | None = None,
+        description: str | None = None,
+        options: EngineOptions | None = None,
+    ):
         check.model(system, bath)
         self._parameters = check.tempo_parameters(parameters)
         self._start_time = validation.real_number(start_time, "start_time")
@@ -67,13 +75,14 @@ class Tempo:
         self.description = "" if description is None else str(description)
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._propagators = system.get_propagators(
-            parameters.dt, self._start_time, parameters.subdiv_limit,
-            parameters.liouvillian_epsrel)
+            parameters.dt, self._start_time, parameters.subdiv_limit, parameters.liouvillian_epsrel
+        )
         self._to_eigen, self._from_eigen = self._influence.liouville_transforms()
         to_eigen, from_eigen = self._to_eigen, self._from_eigen
         #: (first, second) half-step propagators in the coupling eigenbasis
-        self._eigen = LastArguments(lambda first, second: (to_eigen @ first @ from_eigen,
-                                                           to_eigen @ second @ from_eigen))
+        self._eigen = LastArguments(
+            lambda first, second: (to_eigen @ first @ from_eigen, to_eigen @ second @ from_eigen)
+        )
         self._between = LastArguments(lambda first, previous: first @ previous)
         self._dynamics = Dynamics(name=self.name)
         self._dynamics.add(self._start_time, initial)
@@ -118,10 +127,17 @@ class Tempo:
         self._previous_second = second
         carrier = influence.carrier_rows[influence.classes]
         spec = WindowSpec(
-            front=front, log_scale=log_scale, projector=influence.class_projector,
+            front=front,
+            log_scale=log_scale,
+            projector=influence.class_projector,
             first=influence.lag_matrix_rows(1)[carrier] * own[influence.classes][:, None],
-            carrier=carrier, lag_rows=influence.lag_matrix_rows, out_map=self._from_eigen,
-            epsrel=self._parameters.epsrel, memory=self._parameters.dkmax, oldest="trace")
+            carrier=carrier,
+            lag_rows=influence.lag_matrix_rows,
+            out_map=self._from_eigen,
+            epsrel=self._parameters.epsrel,
+            memory=self._parameters.dkmax,
+            oldest="trace",
+        )
         d = self.dimension
         return window_engine(spec, self._options), state.reshape(d, d)
 
@@ -158,8 +174,9 @@ class Tempo:
                 propagators = [self._step_propagators(self._step + k) for k in range(count)]
                 readouts, ranks = self._engine.advance(propagators)
                 for k, readout in enumerate(readouts):
-                    self._dynamics.add(self._start_time + (self._step + k + 1) * dt,
-                                       readout.reshape(d, d))
+                    self._dynamics.add(
+                        self._start_time + (self._step + k + 1) * dt, readout.reshape(d, d)
+                    )
                 self._step += count
                 num_steps -= count
                 self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
@@ -172,12 +189,20 @@ class Tempo:
         return self._dynamics
 
 
-def tempo_compute(system: BaseSystem, bath: Bath, initial_state: Any, start_time: float,
-                  end_time: float, parameters: TempoParameters | None = None,
-                  tolerance: float | None = None, unique: bool = False,
-                  progress_type: str | None = None, name: str | None = None,
-                  description: str | None = None,
-                  options: EngineOptions | None = None) -> Dynamics:
+def tempo_compute(
+    system: BaseSystem,
+    bath: Bath,
+    initial_state: Any,
+    start_time: float,
+    end_time: float,
+    parameters: TempoParameters | None = None,
+    tolerance: float | None = None,
+    unique: bool = False,
+    progress_type: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    options: EngineOptions | None = None,
+) -> Dynamics:
     """One-call TEMPO: build a :class:`Tempo` and compute up to ``end_time``.
 
     If ``parameters`` is None they are guessed with
@@ -187,6 +212,15 @@ def tempo_compute(system: BaseSystem, bath: Bath, initial_state: Any, start_time
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, system, **kwargs)
-    tempo = Tempo(system, bath, parameters, initial_state, start_time, unique=unique, name=name,
-                  description=description, options=options)
+    tempo = Tempo(
+        system,
+        bath,
+        parameters,
+        initial_state,
+        start_time,
+        unique=unique,
+        name=name,
+        description=description,
+        options=options,
+    )
     return tempo.compute(end_time, progress_type=progress_type)

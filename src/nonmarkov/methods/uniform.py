@@ -72,8 +72,13 @@ from .dynamics import compute_dynamics
 from .pt_tempo import first_point, pt_window_spec
 
 
-def _window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
-                  options: EngineOptions, progress: Progress) -> tuple[list[Any], list[Any], int]:
+def _window_steps(
+    influence: DiscretisedInfluence,
+    k: int,
+    epsrel: float,
+    options: EngineOptions,
+    progress: Progress,
+) -> tuple[list[Any], list[Any], int]:
     """The 2K window steps of the build (PT-TEMPO's first 2K steps), by the window
     engine of the active backend (host arrays out).
 
@@ -98,10 +103,15 @@ def _window_steps(influence: DiscretisedInfluence, k: int, epsrel: float,
     return window, finalized, max_bond
 
 
-def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: float,
-                          build_epsrel: float | None = None, progress_type: str = "silent",
-                          title: str = "uniform PT",
-                          options: EngineOptions | None = None) -> dict[str, Any]:
+def build_uniform_tensors(
+    influence: DiscretisedInfluence,
+    dkmax: int,
+    epsrel: float,
+    build_epsrel: float | None = None,
+    progress_type: str = "silent",
+    title: str = "uniform PT",
+    options: EngineOptions | None = None,
+) -> dict[str, Any]:
     """Start block, repeating tensor and end vector of the uniform PT (host arrays).
 
     Runs the memory window over 2K points (K = ``dkmax``): the first K points
@@ -119,14 +129,21 @@ def build_uniform_tensors(influence: DiscretisedInfluence, dkmax: int, epsrel: f
     k = int(dkmax)
     build_epsrel = epsrel if build_epsrel is None else build_epsrel
     with Progress(2 * k, progress_type, title) as progress:
-        window, finalized, max_bond = _window_steps(influence, k, build_epsrel, resolve(options),
-                                                    progress)
+        window, finalized, max_bond = _window_steps(
+            influence, k, build_epsrel, resolve(options), progress
+        )
     with use_backend("numpy"):
         return _uniform_tensors(influence, k, epsrel, window, finalized, max_bond)
 
 
-def _uniform_tensors(influence: DiscretisedInfluence, k: int, epsrel: float,
-                     window: list[Any], finalized: list[Any], max_bond: int) -> dict[str, Any]:
+def _uniform_tensors(
+    influence: DiscretisedInfluence,
+    k: int,
+    epsrel: float,
+    window: list[Any],
+    finalized: list[Any],
+    max_bond: int,
+) -> dict[str, Any]:
     """The rest of :func:`build_uniform_tensors` from the window after 2K steps."""
     own = to_backend(influence.own_factor())
     lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
@@ -136,8 +153,9 @@ def _uniform_tensors(influence: DiscretisedInfluence, k: int, epsrel: float,
     weights_b = to_backend(weights)
     moved = shifted_overlap(chain, own, lags)  # M[c, s', s]
     host_tensor = default_np.transpose(default_np.asarray(np.to_host(moved)), (2, 1, 0))
-    trace_end = default_np.asarray(np.to_host(
-        contract_from_newest(chain, [weights_b] * len(chain))))
+    trace_end = default_np.asarray(
+        np.to_host(contract_from_newest(chain, [weights_b] * len(chain)))
+    )
     values, vectors = host_eig(host_tensor @ weights)
     values = default_np.asarray(np.to_host(values))
     vectors = default_np.asarray(np.to_host(vectors))
@@ -148,8 +166,9 @@ def _uniform_tensors(influence: DiscretisedInfluence, k: int, epsrel: float,
     end = end * (complex(default_np.vdot(end, trace_end)) / complex(default_np.vdot(end, end)))
     # start block: T[r, l, c] from the split-off sites M[l, c, r]; its last
     # bond goes to the Schmidt basis
-    start_tensors = [default_np.transpose(default_np.asarray(np.to_host(site)), (2, 0, 1))
-                     for site in finalized]
+    start_tensors = [
+        default_np.transpose(default_np.asarray(np.to_host(site)), (2, 0, 1)) for site in finalized
+    ]
     coefficients = default_np.asarray(np.to_host(coefficients))
     start_tensors[-1] = default_np.einsum("rbc,sb->rsc", start_tensors[-1], coefficients)
     # normalise: all-diagonal (traced) history evaluates to 1, spread over the block
@@ -159,9 +178,14 @@ def _uniform_tensors(influence: DiscretisedInfluence, k: int, epsrel: float,
     total = complex(vector[0])
     factor = total ** (-1.0 / len(start_tensors))
     start_tensors = [tensor * factor for tensor in start_tensors]
-    return {"start_tensors": start_tensors, "tensor": host_tensor / eigenvalue, "end": end,
-            "eigenvalue": eigenvalue, "singular_values": default_np.asarray(
-                np.to_host(singular_values)), "max_bond": max_bond}
+    return {
+        "start_tensors": start_tensors,
+        "tensor": host_tensor / eigenvalue,
+        "end": end,
+        "eigenvalue": eigenvalue,
+        "singular_values": default_np.asarray(np.to_host(singular_values)),
+        "max_bond": max_bond,
+    }
 
 
 class UniformPtBuilder:
@@ -181,9 +205,15 @@ class UniformPtBuilder:
     of the cut and the largest bond of the build.
     """
 
-    def __init__(self, bath: Bath, parameters: TempoParameters, unique: bool = False,
-                 name: str | None = None, description: str | None = None,
-                 options: EngineOptions | None = None):
+    def __init__(
+        self,
+        bath: Bath,
+        parameters: TempoParameters,
+        unique: bool = False,
+        name: str | None = None,
+        description: str | None = None,
+        options: EngineOptions | None = None,
+    ):
         self._options = resolve(options)
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
@@ -206,49 +236,76 @@ class UniformPtBuilder:
             # rest (Schmidt cut, overlaps, non-symmetric eigensolver) is host work,
             # small and of changing shapes that op-by-op JAX would compile anew each time
             with hot_loop_threads():
-                built = build_uniform_tensors(self._influence, self._memory,
-                                              parameters.epsrel, self.build_epsrel,
-                                              progress_type, options=self._options)
+                built = build_uniform_tensors(
+                    self._influence,
+                    self._memory,
+                    parameters.epsrel,
+                    self.build_epsrel,
+                    progress_type,
+                    options=self._options,
+                )
             to_eigen, from_eigen = self._influence.liouville_transforms()
-            self.info = {key: built[key] for key in ("eigenvalue", "singular_values",
-                                                      "max_bond")}
+            self.info = {key: built[key] for key in ("eigenvalue", "singular_values", "max_bond")}
             self._result = UniformProcessTensor(
-                self.bath.dimension, parameters.dt, built["start_tensors"], built["tensor"],
-                built["end"], transform_in=to_eigen, transform_out=from_eigen,
-                classes=self._influence.classes, name=self.name,
-                description=self.description)
+                self.bath.dimension,
+                parameters.dt,
+                built["start_tensors"],
+                built["tensor"],
+                built["end"],
+                transform_in=to_eigen,
+                transform_out=from_eigen,
+                classes=self._influence.classes,
+                name=self.name,
+                description=self.description,
+            )
         return self._result
 
 
-def pt_uniform_compute(bath: Bath, parameters: TempoParameters, unique: bool = False,
-                       progress_type: str | None = None, name: str | None = None,
-                       description: str | None = None,
-                       options: EngineOptions | None = None) -> UniformProcessTensor:
+def pt_uniform_compute(
+    bath: Bath,
+    parameters: TempoParameters,
+    unique: bool = False,
+    progress_type: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    options: EngineOptions | None = None,
+) -> UniformProcessTensor:
     """The uniform process tensor of ``bath`` for ``parameters`` (memory cut required).
 
     Cost: about 2K memory-window steps (K = dkmax), independent of how many
     steps it is used for.
     """
-    return UniformPtBuilder(bath, parameters, unique=unique, name=name, description=description,
-                            options=options).compute(progress_type=progress_type)
+    return UniformPtBuilder(
+        bath, parameters, unique=unique, name=name, description=description, options=options
+    ).compute(progress_type=progress_type)
 
 
 def _check_uniform(system: Any, uniform_pt: Any) -> None:
     if not isinstance(system, BaseSystem):
-        raise TypeError(f"system must be a System or TimeDependentSystem; "
-                        f"got {type(system).__name__}")
+        raise TypeError(
+            f"system must be a System or TimeDependentSystem; got {type(system).__name__}"
+        )
     if not isinstance(uniform_pt, UniformProcessTensor):
-        raise TypeError(f"uniform_pt must be a UniformProcessTensor; "
-                        f"got {type(uniform_pt).__name__}")
+        raise TypeError(
+            f"uniform_pt must be a UniformProcessTensor; got {type(uniform_pt).__name__}"
+        )
     if uniform_pt.dimension != system.dimension:
-        raise ValueError(f"uniform_pt has dimension {uniform_pt.dimension} but the system has "
-                         f"dimension {system.dimension}")
+        raise ValueError(
+            f"uniform_pt has dimension {uniform_pt.dimension} but the system has "
+            f"dimension {system.dimension}"
+        )
 
 
-def compute_uniform_dynamics(system: BaseSystem, initial_state: Any, num_steps: int,
-                             uniform_pt: UniformProcessTensor, start_time: float = 0.0,
-                             record_all: bool = True, progress_type: str | None = None,
-                             options: EngineOptions | None = None) -> Dynamics:
+def compute_uniform_dynamics(
+    system: BaseSystem,
+    initial_state: Any,
+    num_steps: int,
+    uniform_pt: UniformProcessTensor,
+    start_time: float = 0.0,
+    record_all: bool = True,
+    progress_type: str | None = None,
+    options: EngineOptions | None = None,
+) -> Dynamics:
     """Reduced dynamics for ``num_steps`` steps from a uniform process tensor.
 
     :func:`~nonmarkov.compute_dynamics` with ``uniform_pt`` for ``num_steps``
@@ -260,13 +317,21 @@ def compute_uniform_dynamics(system: BaseSystem, initial_state: Any, num_steps: 
     """
     _check_uniform(system, uniform_pt)
     num_steps = check.positive_integer(num_steps, "num_steps", minimum=0)
-    return compute_dynamics(system, initial_state, num_steps=num_steps, start_time=start_time,
-                            process_tensor=uniform_pt, record_all=record_all,
-                            progress_type=progress_type, options=options)
+    return compute_dynamics(
+        system,
+        initial_state,
+        num_steps=num_steps,
+        start_time=start_time,
+        process_tensor=uniform_pt,
+        record_all=record_all,
+        progress_type=progress_type,
+        options=options,
+    )
 
 
-def compute_steady_state(system: System, uniform_pt: UniformProcessTensor,
-                         hermitian: bool = True) -> default_np.ndarray:
+def compute_steady_state(
+    system: System, uniform_pt: UniformProcessTensor, hermitian: bool = True
+) -> default_np.ndarray:
     """Steady state (d, d) of ``system`` coupled to the bath of ``uniform_pt``.
 
     The leading eigenvector v[b, alpha] of the one-step transfer operator
@@ -277,14 +342,17 @@ def compute_steady_state(system: System, uniform_pt: UniformProcessTensor,
     """
     _check_uniform(system, uniform_pt)
     if not isinstance(system, System):
-        raise TypeError(f"system must be a time-independent System for a steady state; "
-                        f"got {type(system).__name__}")
+        raise TypeError(
+            f"system must be a time-independent System for a steady state; "
+            f"got {type(system).__name__}"
+        )
     d = system.dimension
     first, second = system.get_propagators(uniform_pt.time_step())(0)
     before = to_backend(uniform_pt.transform_in @ first)
     after = to_backend(second @ uniform_pt.transform_out)
-    transfer = dense_transfer(to_backend(uniform_pt.tensor), np.asarray(uniform_pt.classes),
-                              before, after)
+    transfer = dense_transfer(
+        to_backend(uniform_pt.tensor), np.asarray(uniform_pt.classes), before, after
+    )
     values, vectors = host_eig(transfer)
     values = default_np.asarray(np.to_host(values))
     vectors = default_np.asarray(np.to_host(vectors))
@@ -293,8 +361,10 @@ def compute_steady_state(system: System, uniform_pt: UniformProcessTensor,
     rho = (uniform_pt.end_vector @ state).reshape(d, d)
     trace = complex(default_np.trace(rho))
     if abs(trace) == 0.0:
-        raise ValueError("the leading eigenvector of the transfer operator has zero trace; "
-                         "the process tensor is too strongly truncated")
+        raise ValueError(
+            "the leading eigenvector of the transfer operator has zero trace; "
+            "the process tensor is too strongly truncated"
+        )
     rho = rho / trace
     if hermitian:
         rho = 0.5 * (rho + rho.conj().T)

@@ -33,8 +33,13 @@ class Bath:
     name, description : optional text.
     """
 
-    def __init__(self, coupling_operator: Any, correlations: BaseCorrelations,
-                 name: str | None = None, description: str | None = None):
+    def __init__(
+        self,
+        coupling_operator: Any,
+        correlations: BaseCorrelations,
+        name: str | None = None,
+        description: str | None = None,
+    ):
         self._coupling_operator = check.hermitian_matrix(coupling_operator, "coupling_operator")
         if not isinstance(correlations, BaseCorrelations):
             raise TypeError(
@@ -79,8 +84,9 @@ class Bath:
         s = self._eigenvalues
         return default_np.repeat(s, len(s)), default_np.tile(s, len(s))
 
-    def liouville_degeneracy(self) -> tuple[default_np.ndarray, default_np.ndarray,
-                                            default_np.ndarray]:
+    def liouville_degeneracy(
+        self,
+    ) -> tuple[default_np.ndarray, default_np.ndarray, default_np.ndarray]:
         """Distinct (s_a, s_b) pairs and the map onto them.
 
         Returns ``(s_plus_unique, s_minus_unique, index)``: the m distinct
@@ -93,5 +99,7 @@ class Bath:
         return unique[:, 0].copy(), unique[:, 1].copy(), default_np.asarray(index).reshape(-1)
 
     def __str__(self) -> str:
-        return (f"Bath {self.name!r}: dimension {self.dimension}, coupling eigenvalues "
-                f"{default_np.round(self._eigenvalues, 6).tolist()}, {self.correlations}")
+        return (
+            f"Bath {self.name!r}: dimension {self.dimension}, coupling eigenvalues "
+            f"{default_np.round(self._eigenvalues, 6).tolist()}, {self.correlations}"
+        )

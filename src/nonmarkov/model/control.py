@@ -24,8 +24,7 @@ class Control:
     name, description : optional text.
     """
 
-    def __init__(self, dimension: int, name: str | None = None,
-                 description: str | None = None):
+    def __init__(self, dimension: int, name: str | None = None, description: str | None = None):
         self.dimension = check.positive_integer(dimension, "dimension")
         self.name = "Unnamed Control" if name is None else str(name)
         self.description = "" if description is None else str(description)
@@ -46,8 +45,9 @@ class Control:
         else:
             raise TypeError(f"time must be a step (int) or a time (float); got {time!r}")
 
-    def get_controls(self, step: int, dt: float | None = None, start_time: float = 0.0
-                     ) -> tuple[default_np.ndarray | None, default_np.ndarray | None]:
+    def get_controls(
+        self, step: int, dt: float | None = None, start_time: float = 0.0
+    ) -> tuple[default_np.ndarray | None, default_np.ndarray | None]:
         """(pre, post) superoperators of ``step`` (None where there is none)."""
         result = []
         for post in (False, True):

@@ -38,8 +38,9 @@ _UPPER_LIMIT_IN_CUTOFFS = {"exponential": 60.0, "gaussian": 10.0, "hard": 1.0}
 _GAUSS_NODES, _GAUSS_WEIGHTS = default_np.polynomial.legendre.leggauss(48)
 
 
-def _weight_segments(delta: float, time_1: float, time_2: float | None,
-                     shape: str) -> list[tuple[float, float, float, float]]:
+def _weight_segments(
+    delta: float, time_1: float, time_2: float | None, shape: str
+) -> list[tuple[float, float, float, float]]:
     """Piecewise-linear weight w(tau) of a time region.
 
     int_region f(t' - t'') dt'' dt' = int w(tau) f(tau) dtau. Returned as
@@ -96,8 +97,12 @@ class BaseCorrelations:
         self.description = "" if description is None else str(description)
         self._cache: dict[tuple, complex] = {}
 
-    def correlation(self, tau: Any, epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
-                    subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT) -> Any:
+    def correlation(
+        self,
+        tau: Any,
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+    ) -> Any:
         """C(tau) for a scalar or an array of times (complex)."""
         raise NotImplementedError
 
@@ -135,12 +140,16 @@ class BaseCorrelations:
                 raise ValueError(f"time_2 ({time_2}) must be >= time_1 ({time_1})")
         key = (delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara))
         if key not in self._cache:
-            self._cache[key] = complex(self._region_integral(
-                delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara)))
+            self._cache[key] = complex(
+                self._region_integral(
+                    delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara)
+                )
+            )
         return self._cache[key]
 
-    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit,
-                         matsubara) -> complex:
+    def _region_integral(
+        self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara
+    ) -> complex:
         raise NotImplementedError
 
     def max_correlation_time_estimate(self, tolerance: float = 1e-3) -> float:
@@ -170,8 +179,12 @@ class CustomCorrelations(BaseCorrelations):
     C(-tau) = C(tau)^* is used for negative times.
     """
 
-    def __init__(self, correlation_function: Callable[[float], complex],
-                 name: str | None = None, description: str | None = None):
+    def __init__(
+        self,
+        correlation_function: Callable[[float], complex],
+        name: str | None = None,
+        description: str | None = None,
+    ):
         if not callable(correlation_function):
             raise TypeError("correlation_function must be a callable tau -> complex")
         try:
@@ -188,18 +201,20 @@ class CustomCorrelations(BaseCorrelations):
             return complex(self.correlation_function(tau))
         return complex(self.correlation_function(-tau)).conjugate()
 
-    def correlation(self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL,
-                    subdiv_limit=config.DEFAULT_SUBDIV_LIMIT):
+    def correlation(
+        self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL, subdiv_limit=config.DEFAULT_SUBDIV_LIMIT
+    ):
         """C(tau) for a scalar or array of times."""
         taus = default_np.asarray(tau, dtype=float)
         values = default_np.array([self._scalar(t) for t in taus.reshape(-1)], dtype=complex)
         return values.reshape(taus.shape) if taus.ndim else complex(values[0])
 
-    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit,
-                         matsubara):
+    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
         if matsubara:
-            raise ValueError("CustomCorrelations has no imaginary-time correlation "
-                             "(matsubara=True needs a spectral density)")
+            raise ValueError(
+                "CustomCorrelations has no imaginary-time correlation "
+                "(matsubara=True needs a spectral density)"
+            )
         total = 0.0j
         for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
             if tau_b <= tau_a:
@@ -207,16 +222,19 @@ class CustomCorrelations(BaseCorrelations):
             # split at tau = 0, where C(tau) may have a kink
             cuts = [tau_a] + ([0.0] if tau_a < 0.0 < tau_b else []) + [tau_b]
             for a, b in zip(cuts[:-1], cuts[1:]):
+
                 def weight(t, a=tau_a, b=tau_b, wa=w_a, wb=w_b):
                     return wa + (wb - wa) * (t - a) / (b - a)
 
                 for part in (0, 1):
+
                     def integrand(t, part=part, weight=weight):
                         value = weight(t) * self._scalar(t)
                         return value.real if part == 0 else value.imag
 
                     result, _ = scipy.integrate.quad(
-                        integrand, a, b, epsrel=epsrel, limit=subdiv_limit)
+                        integrand, a, b, epsrel=epsrel, limit=subdiv_limit
+                    )
                     total += result if part == 0 else 1j * result
         return total
 
@@ -233,9 +251,15 @@ class CustomSD(BaseCorrelations):
     temperature : T >= 0 (k_B = 1).
     """
 
-    def __init__(self, j_function: Callable[[Any], Any], cutoff: float,
-                 cutoff_type: str = "exponential", temperature: float = 0.0,
-                 name: str | None = None, description: str | None = None):
+    def __init__(
+        self,
+        j_function: Callable[[Any], Any],
+        cutoff: float,
+        cutoff_type: str = "exponential",
+        temperature: float = 0.0,
+        name: str | None = None,
+        description: str | None = None,
+    ):
         if not callable(j_function):
             raise TypeError("j_function must be a callable w -> J(w)")
         self.cutoff = check.positive_number(cutoff, "cutoff")
@@ -296,50 +320,74 @@ class CustomSD(BaseCorrelations):
                 continue
             if weight is None:
                 value, _ = scipy.integrate.quad(
-                    function, a, b, epsrel=epsrel, epsabs=0.0, limit=subdiv_limit)
+                    function, a, b, epsrel=epsrel, epsabs=0.0, limit=subdiv_limit
+                )
             else:
                 value, _ = scipy.integrate.quad(
-                    function, a, b, weight=weight, wvar=wvar, epsrel=epsrel, epsabs=0.0,
-                    limit=subdiv_limit)
+                    function,
+                    a,
+                    b,
+                    weight=weight,
+                    wvar=wvar,
+                    epsrel=epsrel,
+                    epsabs=0.0,
+                    limit=subdiv_limit,
+                )
             total += value
         return total
 
-    def _oscillating_integral(self, amplitude_cos, amplitude_sin, centre, epsrel,
-                              subdiv_limit) -> float:
+    def _oscillating_integral(
+        self, amplitude_cos, amplitude_sin, centre, epsrel, subdiv_limit
+    ) -> float:
         """int [amplitude_cos(w) cos(w c) + amplitude_sin(w) sin(w c)] dw."""
         if abs(centre) * self._upper_limit < 20.0:
+
             def integrand(w):
                 return amplitude_cos(w) * math.cos(w * centre) + amplitude_sin(w) * math.sin(
-                    w * centre)
+                    w * centre
+                )
 
             return self._quad(integrand, epsrel, subdiv_limit)
-        return (self._quad(amplitude_cos, epsrel, subdiv_limit, "cos", centre)
-                + self._quad(amplitude_sin, epsrel, subdiv_limit, "sin", centre))
+        return self._quad(amplitude_cos, epsrel, subdiv_limit, "cos", centre) + self._quad(
+            amplitude_sin, epsrel, subdiv_limit, "sin", centre
+        )
 
-    def correlation(self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL,
-                    subdiv_limit=config.DEFAULT_SUBDIV_LIMIT):
+    def correlation(
+        self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL, subdiv_limit=config.DEFAULT_SUBDIV_LIMIT
+    ):
         """C(tau) for a scalar or an array of real times (complex)."""
         taus = default_np.asarray(tau, dtype=float)
         values = []
         for t in taus.reshape(-1):
             real = self._oscillating_integral(
                 lambda w: self._spectral_density_scalar(w) * self._coth_scalar(w),
-                lambda w: 0.0, float(t), epsrel, subdiv_limit)
+                lambda w: 0.0,
+                float(t),
+                epsrel,
+                subdiv_limit,
+            )
             imag = -self._oscillating_integral(
-                lambda w: 0.0, self._spectral_density_scalar, float(t),
-                epsrel, subdiv_limit)
+                lambda w: 0.0, self._spectral_density_scalar, float(t), epsrel, subdiv_limit
+            )
             values.append(complex(real, imag))
         values = default_np.array(values, dtype=complex)
         return values.reshape(taus.shape) if taus.ndim else complex(values[0])
 
-    def matsubara_correlation(self, tau: Any, epsrel=config.DEFAULT_INTEGRAL_EPSREL,
-                              subdiv_limit=config.DEFAULT_SUBDIV_LIMIT) -> Any:
+    def matsubara_correlation(
+        self,
+        tau: Any,
+        epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit=config.DEFAULT_SUBDIV_LIMIT,
+    ) -> Any:
         """Imaginary-time correlation C_M(tau), 0 <= tau <= 1/T (real)."""
         self._check_thermal()
         taus = default_np.asarray(tau, dtype=float)
-        values = default_np.array([
-            self._quad(lambda w, t=t: float(self._matsubara_kernel(w, t)), epsrel, subdiv_limit)
-            for t in taus.reshape(-1)])
+        values = default_np.array(
+            [
+                self._quad(lambda w, t=t: float(self._matsubara_kernel(w, t)), epsrel, subdiv_limit)
+                for t in taus.reshape(-1)
+            ]
+        )
         return values.reshape(taus.shape) if taus.ndim else float(values[0])
 
     def _check_thermal(self) -> None:
@@ -356,11 +404,11 @@ class CustomSD(BaseCorrelations):
         safe = default_np.where(denominator > 0, denominator, 1.0)
         return self.spectral_density(omega) * numerator / safe
 
-    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit,
-                         matsubara):
+    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
         if matsubara:
-            return self._matsubara_region_integral(delta, time_1, time_2, shape, epsrel,
-                                                   subdiv_limit)
+            return self._matsubara_region_integral(
+                delta, time_1, time_2, shape, epsrel, subdiv_limit
+            )
         # int_region e^{i w (t'-t'')} = e^{i w c} g(w), with g slowly varying
         if shape in ("square", "rectangle"):
             length = delta if shape == "square" else time_2 - time_1
@@ -388,16 +436,19 @@ class CustomSD(BaseCorrelations):
 
         # Re C part: coth * Re(e^{iwc} g) = coth (cos g_r - sin g_i)
         real = self._oscillating_integral(
-            lambda w: j_coth(w) * g_real(w), lambda w: -j_coth(w) * g_imag(w),
-            centre, epsrel, subdiv_limit)
+            lambda w: j_coth(w) * g_real(w),
+            lambda w: -j_coth(w) * g_imag(w),
+            centre,
+            epsrel,
+            subdiv_limit,
+        )
         # Im C part: -Im(e^{iwc} g) = -(sin g_r + cos g_i)
         imag = -self._oscillating_integral(
-            lambda w: j(w) * g_imag(w), lambda w: j(w) * g_real(w),
-            centre, epsrel, subdiv_limit)
+            lambda w: j(w) * g_imag(w), lambda w: j(w) * g_real(w), centre, epsrel, subdiv_limit
+        )
         return complex(real, imag)
 
-    def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel,
-                                   subdiv_limit):
+    def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         self._check_thermal()
         segments = []
         for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
@@ -428,8 +479,10 @@ class CustomSD(BaseCorrelations):
         return complex(self._quad(integrand, epsrel, subdiv_limit), 0.0)
 
     def __str__(self) -> str:
-        return (f"{type(self).__name__}(cutoff={self.cutoff}, cutoff_type="
-                f"{self.cutoff_type!r}, temperature={self.temperature})")
+        return (
+            f"{type(self).__name__}(cutoff={self.cutoff}, cutoff_type="
+            f"{self.cutoff_type!r}, temperature={self.temperature})"
+        )
 
 
 class PowerLawSD(CustomSD):
@@ -442,9 +495,16 @@ class PowerLawSD(CustomSD):
     cutoff, cutoff_type, temperature : as for :class:`CustomSD`.
     """
 
-    def __init__(self, alpha: float, zeta: float, cutoff: float,
-                 cutoff_type: str = "exponential", temperature: float = 0.0,
-                 name: str | None = None, description: str | None = None):
+    def __init__(
+        self,
+        alpha: float,
+        zeta: float,
+        cutoff: float,
+        cutoff_type: str = "exponential",
+        temperature: float = 0.0,
+        name: str | None = None,
+        description: str | None = None,
+    ):
         self.alpha = check.non_negative_number(alpha, "alpha")
         self.zeta = check.positive_number(zeta, "zeta")
         cutoff_value = check.positive_number(cutoff, "cutoff")
@@ -458,5 +518,7 @@ class PowerLawSD(CustomSD):
         return 2.0 * self.alpha * omega**self.zeta * self.cutoff ** (1.0 - self.zeta)
 
     def __str__(self) -> str:
-        return (f"PowerLawSD(alpha={self.alpha}, zeta={self.zeta}, cutoff={self.cutoff}, "
-                f"cutoff_type={self.cutoff_type!r}, temperature={self.temperature})")
+        return (
+            f"PowerLawSD(alpha={self.alpha}, zeta={self.zeta}, cutoff={self.cutoff}, "
+            f"cutoff_type={self.cutoff_type!r}, temperature={self.temperature})"
+        )

@@ -34,11 +34,18 @@ class TempoParameters:
     name, description : optional text.
     """
 
-    def __init__(self, dt: float, epsrel: float, tcut: float | None = None,
-                 dkmax: int | None = None, add_correlation_time: float | None = None,
-                 subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-                 liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
-                 name: str | None = None, description: str | None = None):
+    def __init__(
+        self,
+        dt: float,
+        epsrel: float,
+        tcut: float | None = None,
+        dkmax: int | None = None,
+        add_correlation_time: float | None = None,
+        subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+        liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+        name: str | None = None,
+        description: str | None = None,
+    ):
         self.dt = check.positive_number(dt, "dt")
         epsrel = check.real_number(epsrel, "epsrel")
         if not 0.0 < epsrel < 1.0:
@@ -54,7 +61,8 @@ class TempoParameters:
         self._dkmax = dkmax
         if add_correlation_time is not None:
             add_correlation_time = check.non_negative_number(
-                add_correlation_time, "add_correlation_time")
+                add_correlation_time, "add_correlation_time"
+            )
         self.add_correlation_time = add_correlation_time
         if subdiv_limit is not None:
             subdiv_limit = check.positive_integer(subdiv_limit, "subdiv_limit")
@@ -79,8 +87,10 @@ class TempoParameters:
         return config.DEFAULT_SUBDIV_LIMIT if self.subdiv_limit is None else self.subdiv_limit
 
     def __str__(self) -> str:
-        return (f"TempoParameters(dt={self.dt}, epsrel={self.epsrel}, dkmax={self.dkmax}, "
-                f"tcut={self.tcut}, add_correlation_time={self.add_correlation_time})")
+        return (
+            f"TempoParameters(dt={self.dt}, epsrel={self.epsrel}, dkmax={self.dkmax}, "
+            f"tcut={self.tcut}, add_correlation_time={self.add_correlation_time})"
+        )
 
     __repr__ = __str__
 
@@ -115,9 +125,13 @@ def check_bath_interval(bath: Any, start_time: Any, end_time: Any) -> tuple[floa
     return start_time, end_time
 
 
-def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
-                           system: BaseSystem | None = None,
-                           tolerance: float = config.DEFAULT_TOLERANCE) -> TempoParameters:
+def guess_tempo_parameters(
+    bath: Bath,
+    start_time: float,
+    end_time: float,
+    system: BaseSystem | None = None,
+    tolerance: float = config.DEFAULT_TOLERANCE,
+) -> TempoParameters:
     """Guess ``TempoParameters`` that reach about ``tolerance`` in the dynamics.
 
     - memory cut: the time after which |C(tau)| stays below ``tolerance``
@@ -138,8 +152,9 @@ def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
     dt_candidates = [interval / 100.0, 0.5 * _correlation_resolution(bath)]
     if system is not None:
         if system.dimension != bath.dimension:
-            raise ValueError(f"system dimension {system.dimension} differs from bath "
-                             f"dimension {bath.dimension}")
+            raise ValueError(
+                f"system dimension {system.dimension} differs from bath dimension {bath.dimension}"
+            )
         liouvillian = system.liouvillian(start_time)
         norm = float(default_np.linalg.norm(liouvillian, 2))
         if norm > 0:
@@ -148,8 +163,15 @@ def guess_tempo_parameters(bath: Bath, start_time: float, end_time: float,
     memory = _memory_time(bath, tolerance)
     dkmax = max(1, int(math.ceil(memory / dt)))
     if dkmax > 500:
-        warnings.warn(f"the guessed memory cut is {dkmax} steps; the computation may be slow",
-                      UserWarning, stacklevel=2)
-    return TempoParameters(dt=dt, epsrel=tolerance**1.5, dkmax=dkmax,
-                           name="guessed parameters",
-                           description=f"guess_tempo_parameters(tolerance={tolerance})")
+        warnings.warn(
+            f"the guessed memory cut is {dkmax} steps; the computation may be slow",
+            UserWarning,
+            stacklevel=2,
+        )
+    return TempoParameters(
+        dt=dt,
+        epsrel=tolerance**1.5,
+        dkmax=dkmax,
+        name="guessed parameters",
+        description=f"guess_tempo_parameters(tolerance={tolerance})",
+    )

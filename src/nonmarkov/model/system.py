@@ -145,8 +145,9 @@ class System(BaseSystem):
         return propagators
 
 
-def _evaluate_checked(function: Callable, t: float, name: str, dimension: int | None,
-                      hermitian: bool) -> default_np.ndarray:
+def _evaluate_checked(
+    function: Callable, t: float, name: str, dimension: int | None, hermitian: bool
+) -> default_np.ndarray:
     try:
         value = function(t)
     except Exception as error:  # noqa: BLE001 - re-raised with context
@@ -237,10 +238,12 @@ class TimeDependentSystem(BaseSystem):
         identity = self._identity
         hamiltonian = default_np.asarray(self._raw_hamiltonian(t), dtype=complex)
         if hamiltonian.shape != (d, d):
-            raise ValueError(f"hamiltonian({t}) returned shape {hamiltonian.shape}, "
-                             f"expected {(d, d)}")
-        generator = -1j * (default_np.kron(hamiltonian, identity)
-                           - default_np.kron(identity, hamiltonian.T))
+            raise ValueError(
+                f"hamiltonian({t}) returned shape {hamiltonian.shape}, expected {(d, d)}"
+            )
+        generator = -1j * (
+            default_np.kron(hamiltonian, identity) - default_np.kron(identity, hamiltonian.T)
+        )
         for gamma, op in zip(self._raw_gammas, self._raw_lindblad_operators):
             rate = float(gamma(t))
             if rate < 0:
@@ -249,16 +252,19 @@ class TimeDependentSystem(BaseSystem):
                 continue
             a = default_np.asarray(op(t), dtype=complex)
             if a.shape != (d, d):
-                raise ValueError(f"a Lindblad operator at t={t} has shape {a.shape}, "
-                                 f"expected {(d, d)}")
+                raise ValueError(
+                    f"a Lindblad operator at t={t} has shape {a.shape}, expected {(d, d)}"
+                )
             ada = a.conj().T @ a
             generator = generator + rate * (
                 default_np.kron(a, a.conj())
-                - 0.5 * (default_np.kron(ada, identity) + default_np.kron(identity, ada.T)))
+                - 0.5 * (default_np.kron(ada, identity) + default_np.kron(identity, ada.T))
+            )
         return generator
 
-    def _half_step(self, t0: float, t1: float, subdiv_limit: int | None,
-                   epsrel: float) -> default_np.ndarray:
+    def _half_step(
+        self, t0: float, t1: float, subdiv_limit: int | None, epsrel: float
+    ) -> default_np.ndarray:
         if subdiv_limit is None:
             integral = self.liouvillian(0.5 * (t0 + t1)) * (t1 - t0)
         else:

@@ -42,12 +42,17 @@ class BaseProcessTensor:
     tensor was made (bath, parameters); it is stored in exported files.
     """
 
-    def __init__(self, hilbert_space_dimension: int, dt: float | None,
-                 transform_in: Any = None, transform_out: Any = None,
-                 name: str | None = None, description: str | None = None,
-                 metadata: dict | None = None):
-        self._dimension = check.positive_integer(hilbert_space_dimension,
-                                                 "hilbert_space_dimension")
+    def __init__(
+        self,
+        hilbert_space_dimension: int,
+        dt: float | None,
+        transform_in: Any = None,
+        transform_out: Any = None,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: dict | None = None,
+    ):
+        self._dimension = check.positive_integer(hilbert_space_dimension, "hilbert_space_dimension")
         self._dt = None if dt is None else check.positive_number(dt, "dt")
         d2 = self._dimension**2
         self._transform_in = self._check_transform(transform_in, "transform_in", d2)
@@ -138,19 +143,33 @@ class BaseProcessTensor:
         file. Read it back with :func:`nonmarkov.import_process_tensor`.
         """
         if self.dt is None:
-            raise ValueError("a process tensor without time grid (dt is None, e.g. a "
-                             "TrivialProcessTensor) cannot be written to a file")
+            raise ValueError(
+                "a process tensor without time grid (dt is None, e.g. a "
+                "TrivialProcessTensor) cannot be written to a file"
+            )
         filename = hdf5.check_target(filename, overwrite)
         classes = getattr(self, "classes", None)
         if classes is None and len(self):
             classes = self.get_step_tensor(0)[1]
         checked = BaseProcessTensor(  # the checks a process tensor read back will pass
-            self.hilbert_space_dimension, self.dt, self.transform_in, self.transform_out,
-            self.name, self.description, hdf5.check_metadata(getattr(self, "metadata", None)))
-        header = hdf5.Header(checked.dimension, checked.time_step(), checked.transform_in,
-                             checked.transform_out,
-                             check.liouville_classes(classes, checked.dimension**2), checked.name,
-                             checked.description, checked.metadata)
+            self.hilbert_space_dimension,
+            self.dt,
+            self.transform_in,
+            self.transform_out,
+            self.name,
+            self.description,
+            hdf5.check_metadata(getattr(self, "metadata", None)),
+        )
+        header = hdf5.Header(
+            checked.dimension,
+            checked.time_step(),
+            checked.transform_in,
+            checked.transform_out,
+            check.liouville_classes(classes, checked.dimension**2),
+            checked.name,
+            checked.description,
+            checked.metadata,
+        )
         tensors = (self.get_step_tensor(step)[0] for step in range(len(self)))
         hdf5.write_file(filename, header, tensors, overwrite=overwrite)
 
@@ -158,8 +177,12 @@ class BaseProcessTensor:
 class TrivialProcessTensor(BaseProcessTensor):
     """The process tensor of no bath: every step is the identity, any length."""
 
-    def __init__(self, hilbert_space_dimension: int = 1, name: str | None = None,
-                 description: str | None = None):
+    def __init__(
+        self,
+        hilbert_space_dimension: int = 1,
+        name: str | None = None,
+        description: str | None = None,
+    ):
         super().__init__(hilbert_space_dimension, None, name=name, description=description)
 
     def __len__(self) -> int:
@@ -188,11 +211,20 @@ class SimpleProcessTensor(BaseProcessTensor):
     metadata : optional JSON-serialisable dict (stored by ``export``).
     """
 
-    def __init__(self, hilbert_space_dimension: int, dt: float, transform_in: Any = None,
-                 transform_out: Any = None, classes: Any = None, name: str | None = None,
-                 description: str | None = None, metadata: dict | None = None):
-        super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
-                         description, metadata)
+    def __init__(
+        self,
+        hilbert_space_dimension: int,
+        dt: float,
+        transform_in: Any = None,
+        transform_out: Any = None,
+        classes: Any = None,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: dict | None = None,
+    ):
+        super().__init__(
+            hilbert_space_dimension, dt, transform_in, transform_out, name, description, metadata
+        )
         self._classes = check.liouville_classes(classes, self._dimension**2)
         self._num_classes = int(self._classes.max()) + 1
         self._tensors: list[default_np.ndarray] = []
@@ -207,8 +239,9 @@ class SimpleProcessTensor(BaseProcessTensor):
         step = check.positive_integer(step, "step", minimum=0)
         array = default_np.asarray(tensor, dtype=complex)
         if array.ndim != 3 or array.shape[2] != self._num_classes:
-            raise ValueError(f"a step tensor must have shape (b, b', {self._num_classes}); "
-                             f"got {array.shape}")
+            raise ValueError(
+                f"a step tensor must have shape (b, b', {self._num_classes}); got {array.shape}"
+            )
         if step == len(self._tensors):
             self._tensors.append(array)
         elif step < len(self._tensors):
@@ -222,19 +255,21 @@ class SimpleProcessTensor(BaseProcessTensor):
     def get_step_tensor(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(T[b, b', c], classes) of ``step``."""
         if not 0 <= step < len(self._tensors):
-            raise IndexError(f"step {step} outside the process tensor (length "
-                             f"{len(self._tensors)})")
+            raise IndexError(
+                f"step {step} outside the process tensor (length {len(self._tensors)})"
+            )
         return self._tensors[step], self._classes
 
     def get_bond_dimensions(self) -> default_np.ndarray:
         """Bond dimensions (N + 1,): [1, b_0, ..., b_{N-2}, 1]."""
         if not self._tensors:
             return default_np.zeros(0, dtype=int)
-        return default_np.array([t.shape[0] for t in self._tensors]
-                                + [self._tensors[-1].shape[1]])
+        return default_np.array([t.shape[0] for t in self._tensors] + [self._tensors[-1].shape[1]])
 
     def __str__(self) -> str:
         bonds = self.get_bond_dimensions()
         largest = int(bonds.max()) if bonds.size else 0
-        return (f"SimpleProcessTensor {self.name!r}: {len(self)} steps of dt={self.dt}, "
-                f"dimension {self.dimension}, max bond dimension {largest}")
+        return (
+            f"SimpleProcessTensor {self.name!r}: {len(self)} steps of dt={self.dt}, "
+            f"dimension {self.dimension}, max bond dimension {largest}"
+        )

@@ -55,52 +55,93 @@ class FileProcessTensor(BaseProcessTensor):
     the block with an exception discards it. Step tensors are complex128.
     """
 
-    def __init__(self, filename: Any, mode: str = "read",
-                 hilbert_space_dimension: int | None = None, dt: float | None = None,
-                 transform_in: Any = None, transform_out: Any = None, classes: Any = None,
-                 name: str | None = None, description: str | None = None,
-                 metadata: dict | None = None):
-        if isinstance(filename, str) and filename in MODES and not (
-                isinstance(mode, str) and mode in MODES):
+    def __init__(
+        self,
+        filename: Any,
+        mode: str = "read",
+        hilbert_space_dimension: int | None = None,
+        dt: float | None = None,
+        transform_in: Any = None,
+        transform_out: Any = None,
+        classes: Any = None,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: dict | None = None,
+    ):
+        if (
+            isinstance(filename, str)
+            and filename in MODES
+            and not (isinstance(mode, str) and mode in MODES)
+        ):
             filename, mode = mode, filename  # OQuPy argument order (mode, filename)
         self._filename = hdf5.check_filename(filename)
         self._mode = check.choice(mode, MODES, "mode")
         self._reader: hdf5.Reader | None = None  # mode 'read'
         self._writer: hdf5.Writer | None = None  # modes 'write' and 'overwrite'
         if self._mode == "read":
-            given = {"hilbert_space_dimension": hilbert_space_dimension, "dt": dt,
-                     "transform_in": transform_in, "transform_out": transform_out,
-                     "classes": classes, "name": name, "description": description,
-                     "metadata": metadata}
+            given = {
+                "hilbert_space_dimension": hilbert_space_dimension,
+                "dt": dt,
+                "transform_in": transform_in,
+                "transform_out": transform_out,
+                "classes": classes,
+                "name": name,
+                "description": description,
+                "metadata": metadata,
+            }
             extra = [key for key, value in given.items() if value is not None]
             if extra:
-                raise ValueError(f"{extra} are read from the file in mode 'read'; pass them "
-                                 f"only with mode 'write' or 'overwrite'")
+                raise ValueError(
+                    f"{extra} are read from the file in mode 'read'; pass them "
+                    f"only with mode 'write' or 'overwrite'"
+                )
             self._open_for_reading()
         else:
             if hilbert_space_dimension is None or dt is None:
                 raise ValueError(f"mode {self._mode!r} needs hilbert_space_dimension and dt")
-            super().__init__(hilbert_space_dimension, dt, transform_in, transform_out, name,
-                             description, metadata=hdf5.check_metadata(metadata))
+            super().__init__(
+                hilbert_space_dimension,
+                dt,
+                transform_in,
+                transform_out,
+                name,
+                description,
+                metadata=hdf5.check_metadata(metadata),
+            )
             self._classes = check.liouville_classes(classes, self._dimension**2)
             self._writer = hdf5.Writer(self._filename, self._header(), self._mode == "overwrite")
         self._shapes = self._open_file().shapes
 
     def _header(self) -> hdf5.Header:
-        return hdf5.Header(self._dimension, self.time_step(), self.transform_in, self.transform_out,
-                           self._classes, self.name, self.description, self.metadata)
+        return hdf5.Header(
+            self._dimension,
+            self.time_step(),
+            self.transform_in,
+            self.transform_out,
+            self._classes,
+            self.name,
+            self.description,
+            self.metadata,
+        )
 
     def _open_for_reading(self) -> None:
         reader = hdf5.Reader(self._filename)
         header = reader.header
         try:
-            super().__init__(header.hilbert_space_dimension, header.dt, header.transform_in,
-                             header.transform_out, header.name, header.description,
-                             metadata=header.metadata)
+            super().__init__(
+                header.hilbert_space_dimension,
+                header.dt,
+                header.transform_in,
+                header.transform_out,
+                header.name,
+                header.description,
+                metadata=header.metadata,
+            )
         except (TypeError, ValueError) as error:
             reader.close()
-            raise hdf5.file_error(self._filename, f"is damaged: {type(error).__name__}: "
-                                                  f"{error}") from error
+            raise hdf5.file_error(
+                self._filename, f"is damaged: {type(error).__name__}: {error}"
+            ) from error
         self._classes = header.classes
         self._reader = reader
 
@@ -159,8 +200,12 @@ class FileProcessTensor(BaseProcessTensor):
         if file is None or file.closed:
             return
         if getattr(self, "_mode", "read") != "read":
-            warnings.warn(f"FileProcessTensor {self._filename!r} was never closed; the "
-                          f"incomplete file was discarded", ResourceWarning, stacklevel=2)
+            warnings.warn(
+                f"FileProcessTensor {self._filename!r} was never closed; the "
+                f"incomplete file was discarded",
+                ResourceWarning,
+                stacklevel=2,
+            )
         with contextlib.suppress(Exception):
             self.abort()
 
@@ -168,11 +213,15 @@ class FileProcessTensor(BaseProcessTensor):
 
     def _require_open(self, writing: bool = False) -> None:
         if writing and self._mode == "read":
-            raise ValueError(f"FileProcessTensor {self._filename!r} is open for reading; "
-                             f"open it with mode 'write' or 'overwrite' to add tensors")
+            raise ValueError(
+                f"FileProcessTensor {self._filename!r} is open for reading; "
+                f"open it with mode 'write' or 'overwrite' to add tensors"
+            )
         if self.closed:
-            raise ValueError(f"FileProcessTensor {self._filename!r} is closed; open it again "
-                             f"with import_process_tensor({self._filename!r})")
+            raise ValueError(
+                f"FileProcessTensor {self._filename!r} is closed; open it again "
+                f"with import_process_tensor({self._filename!r})"
+            )
 
     @property
     def filename(self) -> str:
@@ -230,22 +279,27 @@ class FileProcessTensor(BaseProcessTensor):
         bonds = self.get_bond_dimensions()
         largest = int(bonds.max()) if bonds.size else 0
         state = "closed" if self.closed else f"mode {self._mode!r}"
-        return (f"FileProcessTensor {self.name!r} ({self._filename!r}, {state}): {len(self)} "
-                f"steps of dt={self.dt}, dimension {self.dimension}, max bond dimension "
-                f"{largest}")
+        return (
+            f"FileProcessTensor {self.name!r} ({self._filename!r}, {state}): {len(self)} "
+            f"steps of dt={self.dt}, dimension {self.dimension}, max bond dimension "
+            f"{largest}"
+        )
 
 
-def write_process_tensor(process_tensor: BaseProcessTensor, filename: Any,
-                         overwrite: bool = False) -> None:
+def write_process_tensor(
+    process_tensor: BaseProcessTensor, filename: Any, overwrite: bool = False
+) -> None:
     """Write any process tensor to ``filename`` (complete file, or nothing on failure)."""
     if not isinstance(process_tensor, BaseProcessTensor):
-        raise TypeError(f"process_tensor must be a process tensor; got "
-                        f"{type(process_tensor).__name__}")
+        raise TypeError(
+            f"process_tensor must be a process tensor; got {type(process_tensor).__name__}"
+        )
     BaseProcessTensor.export(process_tensor, filename, overwrite=overwrite)
 
 
-def import_process_tensor(filename: Any, process_tensor_type: str | None = None
-                          ) -> BaseProcessTensor:
+def import_process_tensor(
+    filename: Any, process_tensor_type: str | None = None
+) -> BaseProcessTensor:
     """Open a process-tensor file.
 
     ``process_tensor_type``: ``'file'`` (default) returns a
@@ -260,9 +314,15 @@ def import_process_tensor(filename: Any, process_tensor_type: str | None = None
         return file_pt
     try:
         pt = SimpleProcessTensor(
-            file_pt.hilbert_space_dimension, file_pt.time_step(), file_pt.transform_in,
-            file_pt.transform_out, file_pt.classes, file_pt.name, file_pt.description,
-            metadata=file_pt.metadata)
+            file_pt.hilbert_space_dimension,
+            file_pt.time_step(),
+            file_pt.transform_in,
+            file_pt.transform_out,
+            file_pt.classes,
+            file_pt.name,
+            file_pt.description,
+            metadata=file_pt.metadata,
+        )
         for step in range(len(file_pt)):
             pt.set(step, file_pt.get_step_tensor(step)[0])
     finally:

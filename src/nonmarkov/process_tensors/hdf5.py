@@ -63,8 +63,9 @@ def check_metadata(metadata: Any) -> dict:
     if metadata is None:
         return {}
     if not isinstance(metadata, dict):
-        raise TypeError(f"metadata must be a dict (JSON-serialisable); got "
-                        f"{type(metadata).__name__}")
+        raise TypeError(
+            f"metadata must be a dict (JSON-serialisable); got {type(metadata).__name__}"
+        )
     try:
         return json.loads(json.dumps(metadata))
     except (TypeError, ValueError) as error:
@@ -112,19 +113,23 @@ class Header:
         return int(default_np.max(self.classes)) + 1
 
 
-def _read_step(group: Any, filename: str, step: int, expected: tuple[int, ...]
-               ) -> default_np.ndarray:
+def _read_step(
+    group: Any, filename: str, step: int, expected: tuple[int, ...]
+) -> default_np.ndarray:
     h5py = _h5py()
     try:  # the low-level interface: a third of the high-level overhead per step
         dataset = h5py.h5d.open(group.id, tensor_name(int(step)).encode())
         if dataset.shape != expected:
-            raise file_error(filename, f"is damaged: step tensor {step} has shape "
-                                       f"{dataset.shape}, expected {expected}")
+            raise file_error(
+                filename,
+                f"is damaged: step tensor {step} has shape {dataset.shape}, expected {expected}",
+            )
         tensor = default_np.empty(expected, dtype=default_np.complex128)
         dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, tensor)
     except (OSError, KeyError, TypeError) as error:
-        raise file_error(filename, f"is damaged: step tensor {step} cannot be read ({error})"
-                         ) from error
+        raise file_error(
+            filename, f"is damaged: step tensor {step} cannot be read ({error})"
+        ) from error
     return tensor
 
 
@@ -149,10 +154,12 @@ class Reader:
             handle = h5py.File(filename, "r")
         except OSError as error:
             if "unable to lock file" in str(error).lower():
-                raise file_error(filename, f"is locked, probably being written by another "
-                                           f"process ({error})") from error
-            raise file_error(filename, f"cannot be opened; it is damaged or truncated "
-                                       f"({error})") from error
+                raise file_error(
+                    filename, f"is locked, probably being written by another process ({error})"
+                ) from error
+            raise file_error(
+                filename, f"cannot be opened; it is damaged or truncated ({error})"
+            ) from error
         try:
             self.header, self.shapes = self._read_header(handle)
             self.num_classes = self.header.num_classes
@@ -162,46 +169,68 @@ class Reader:
             raise
         except (OSError, KeyError, TypeError, ValueError) as error:
             handle.close()
-            raise file_error(filename, f"is damaged: {type(error).__name__}: {error}"
-                             ) from error
+            raise file_error(filename, f"is damaged: {type(error).__name__}: {error}") from error
         self._handle: Any = handle
 
     def _read_header(self, handle: Any) -> tuple[Header, list[tuple[int, int]]]:
         attrs = handle.attrs
         if "format" not in attrs or _text(attrs["format"]) != FORMAT_NAME:
             if "oqupy_version" in attrs:
-                raise file_error(self.filename, "is an OQuPy process-tensor file; nonmarkov "
-                                                f"reads only its own format {FORMAT_NAME!r}")
-            raise file_error(self.filename, f"is not a nonmarkov process-tensor file (its "
-                                            f"'format' attribute is not {FORMAT_NAME!r})")
+                raise file_error(
+                    self.filename,
+                    "is an OQuPy process-tensor file; nonmarkov "
+                    f"reads only its own format {FORMAT_NAME!r}",
+                )
+            raise file_error(
+                self.filename,
+                f"is not a nonmarkov process-tensor file (its "
+                f"'format' attribute is not {FORMAT_NAME!r})",
+            )
         version = attrs.get("format_version")
         if isinstance(version, (bool, default_np.bool_)) or not isinstance(
-                version, (int, default_np.integer)):
+            version, (int, default_np.integer)
+        ):
             raise file_error(self.filename, f"has an invalid format_version {version!r}")
         library = _text(attrs.get("library_version", "unknown"))
         if int(version) > FORMAT_VERSION:
-            raise file_error(self.filename, f"has format version {int(version)} (written by "
-                                            f"nonmarkov {library}); this nonmarkov reads "
-                                            f"format versions up to {FORMAT_VERSION}: upgrade "
-                                            f"nonmarkov to read it")
+            raise file_error(
+                self.filename,
+                f"has format version {int(version)} (written by "
+                f"nonmarkov {library}); this nonmarkov reads "
+                f"format versions up to {FORMAT_VERSION}: upgrade "
+                f"nonmarkov to read it",
+            )
         if not bool(attrs.get("complete", False)):
-            raise file_error(self.filename, "is incomplete: the computation or export writing "
-                                            "it did not finish (it was interrupted or is still "
-                                            "running)")
+            raise file_error(
+                self.filename,
+                "is incomplete: the computation or export writing "
+                "it did not finish (it was interrupted or is still "
+                "running)",
+            )
         d = int(attrs["hilbert_space_dimension"])
-        header = Header(d, float(attrs["dt"]), handle["transform_in"][()],
-                        handle["transform_out"][()],
-                        check.liouville_classes(handle["classes"][()], d * d),
-                        _text(attrs["name"]), _text(attrs["description"]),
-                        json.loads(_text(attrs.get("metadata", "{}"))), int(version), library)
+        header = Header(
+            d,
+            float(attrs["dt"]),
+            handle["transform_in"][()],
+            handle["transform_out"][()],
+            check.liouville_classes(handle["classes"][()], d * d),
+            _text(attrs["name"]),
+            _text(attrs["description"]),
+            json.loads(_text(attrs.get("metadata", "{}"))),
+            int(version),
+            library,
+        )
         num_steps = int(attrs["num_steps"])
         bonds = default_np.asarray(handle["bond_dimensions"][()], dtype=int)
         stored = len(handle[TENSOR_GROUP])
         if bonds.shape != (num_steps + 1,) or stored != num_steps:
-            raise file_error(self.filename, f"is damaged: it should hold {num_steps} step "
-                                            f"tensors and {num_steps + 1} bond dimensions, but "
-                                            f"holds {stored} tensors and {bonds.size} bond "
-                                            f"dimensions")
+            raise file_error(
+                self.filename,
+                f"is damaged: it should hold {num_steps} step "
+                f"tensors and {num_steps + 1} bond dimensions, but "
+                f"holds {stored} tensors and {bonds.size} bond "
+                f"dimensions",
+            )
         return header, [(int(a), int(b)) for a, b in zip(bonds[:-1], bonds[1:])]
 
     @property
@@ -242,11 +271,15 @@ class Writer:
         h5py = _h5py()
         directory = os.path.dirname(os.path.abspath(filename))
         if not os.path.isdir(directory):
-            raise FileNotFoundError(f"cannot write process tensor file {filename!r}: "
-                                    f"directory {directory!r} does not exist")
+            raise FileNotFoundError(
+                f"cannot write process tensor file {filename!r}: "
+                f"directory {directory!r} does not exist"
+            )
         if not overwrite and os.path.exists(filename):
-            raise FileExistsError(f"process tensor file {filename!r} exists; use "
-                                  f"mode='overwrite' (or overwrite=True) to replace it")
+            raise FileExistsError(
+                f"process tensor file {filename!r} exists; use "
+                f"mode='overwrite' (or overwrite=True) to replace it"
+            )
         stack = contextlib.ExitStack()
         self._temporary = stack.enter_context(atomic_path(filename))
         self._stack = stack
@@ -264,8 +297,9 @@ class Writer:
             attrs["hilbert_space_dimension"] = default_np.int64(header.hilbert_space_dimension)
             attrs["dt"] = float(header.dt)
             attrs["num_steps"] = default_np.int64(0)
-            handle.create_dataset("classes", data=default_np.asarray(header.classes).astype(
-                default_np.int64))
+            handle.create_dataset(
+                "classes", data=default_np.asarray(header.classes).astype(default_np.int64)
+            )
             handle.create_dataset("transform_in", data=header.transform_in)
             handle.create_dataset("transform_out", data=header.transform_out)
             self._group = handle.create_group(TENSOR_GROUP)
@@ -283,14 +317,17 @@ class Writer:
         step = check.positive_integer(step, "step", minimum=0)
         array = default_np.asarray(tensor, dtype=default_np.complex128)
         if array.ndim != 3 or array.shape[2] != self.num_classes:
-            raise ValueError(f"a step tensor must have shape (b, b', {self.num_classes}); "
-                             f"got {array.shape}")
+            raise ValueError(
+                f"a step tensor must have shape (b, b', {self.num_classes}); got {array.shape}"
+            )
         length = len(self.shapes)
         if step > length:
             raise ValueError(f"step {step} is beyond the end ({length}) of the process tensor")
         if step == length and length and array.shape[0] != self.shapes[-1][1]:
-            raise ValueError(f"step tensor {step} has left bond {array.shape[0]} but step "
-                             f"{step - 1} has right bond {self.shapes[-1][1]}")
+            raise ValueError(
+                f"step tensor {step} has left bond {array.shape[0]} but step "
+                f"{step - 1} has right bond {self.shapes[-1][1]}"
+            )
         key = tensor_name(step)
         if step < length:
             del self._group[key]
@@ -313,8 +350,9 @@ class Writer:
         if self._handle is None:
             return
         try:
-            bonds = default_np.array([shape[0] for shape in self.shapes]
-                                     + [self.shapes[-1][1] if self.shapes else 1])
+            bonds = default_np.array(
+                [shape[0] for shape in self.shapes] + [self.shapes[-1][1] if self.shapes else 1]
+            )
             self._handle.create_dataset("bond_dimensions", data=bonds.astype(default_np.int64))
             self._handle.attrs["num_steps"] = default_np.int64(len(self.shapes))
             self._handle.attrs["complete"] = True
@@ -323,8 +361,10 @@ class Writer:
             with open(self._temporary, "rb") as raw:
                 os.fsync(raw.fileno())
             if not self._overwrite and os.path.exists(self.filename):
-                raise FileExistsError(f"process tensor file {self.filename!r} appeared while "
-                                      f"it was being written; the new file was discarded")
+                raise FileExistsError(
+                    f"process tensor file {self.filename!r} appeared while "
+                    f"it was being written; the new file was discarded"
+                )
         except BaseException:
             self.discard()
             raise
@@ -344,8 +384,9 @@ class Writer:
             stack.__exit__(RuntimeError, interrupted, None)  # removes the temporary file
 
 
-def write_file(filename: Any, header: Header, tensors: Iterable[Any],
-               overwrite: bool = False) -> None:
+def write_file(
+    filename: Any, header: Header, tensors: Iterable[Any], overwrite: bool = False
+) -> None:
     """Write a complete file: ``header`` and the step tensors T_k[b, b', m], k = 0, 1, ...
 
     The file appears under ``filename`` only when complete; on any error

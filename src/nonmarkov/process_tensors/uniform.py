@@ -41,12 +41,27 @@ class UniformProcessTensor(BaseProcessTensor):
     name, description : optional text.
     """
 
-    def __init__(self, hilbert_space_dimension: int, dt: float, start_tensors: Any,
-                 tensor: Any, end_vector: Any, transform_in: Any = None,
-                 transform_out: Any = None, classes: Any = None, name: str | None = None,
-                 description: str | None = None):
-        super().__init__(hilbert_space_dimension, dt, transform_in, transform_out,
-                         "Unnamed UniformProcessTensor" if name is None else name, description)
+    def __init__(
+        self,
+        hilbert_space_dimension: int,
+        dt: float,
+        start_tensors: Any,
+        tensor: Any,
+        end_vector: Any,
+        transform_in: Any = None,
+        transform_out: Any = None,
+        classes: Any = None,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        super().__init__(
+            hilbert_space_dimension,
+            dt,
+            transform_in,
+            transform_out,
+            "Unnamed UniformProcessTensor" if name is None else name,
+            description,
+        )
         d2 = self._dimension**2
         self._classes = check.liouville_classes(classes, d2)
         classes = self._classes
@@ -64,12 +79,14 @@ class UniformProcessTensor(BaseProcessTensor):
         left = 1
         for i, block in enumerate(blocks):
             if block.ndim != 3 or block.shape[0] != left or block.shape[2] != m:
-                raise ValueError(f"start_tensors[{i}] must have shape ({left}, b', {m}); "
-                                 f"got {block.shape}")
+                raise ValueError(
+                    f"start_tensors[{i}] must have shape ({left}, b', {m}); got {block.shape}"
+                )
             left = block.shape[1]
         if left != chi:
-            raise ValueError(f"the last start tensor must end on the bond of tensor ({chi}); "
-                             f"got {left}")
+            raise ValueError(
+                f"the last start tensor must end on the bond of tensor ({chi}); got {left}"
+            )
         self._blocks = blocks
         self._tensor = tensor
         self._end = end_vector
@@ -119,8 +136,10 @@ class UniformProcessTensor(BaseProcessTensor):
         return None
 
     def __len__(self) -> int:
-        raise TypeError("a UniformProcessTensor has no length: it serves any number of steps "
-                        "(num_steps is None)")
+        raise TypeError(
+            "a UniformProcessTensor has no length: it serves any number of steps "
+            "(num_steps is None)"
+        )
 
     def get_bond_dimensions(self) -> default_np.ndarray:
         """Bond dimensions after the start steps and the repeating bond, (K + 1,)."""
@@ -135,8 +154,9 @@ class UniformProcessTensor(BaseProcessTensor):
         """E[b, b'] = sum_c w_c T[b, b', c], w = 1/d on each diagonal index."""
         return self._tensor @ trace_weights(self._classes, self._dimension)
 
-    def to_process_tensor(self, num_steps: int, name: str | None = None,
-                          description: str | None = None) -> SimpleProcessTensor:
+    def to_process_tensor(
+        self, num_steps: int, name: str | None = None, description: str | None = None
+    ) -> SimpleProcessTensor:
         """The finite process tensor of ``num_steps`` steps (same format as PT-TEMPO).
 
         The last step absorbs its cap; the repeated steps share one array
@@ -144,20 +164,28 @@ class UniformProcessTensor(BaseProcessTensor):
         """
         num_steps = check.positive_integer(num_steps, "num_steps")
         pt = SimpleProcessTensor(
-            self._dimension, self.time_step(), transform_in=self._transform_in,
-            transform_out=self._transform_out, classes=self._classes,
+            self._dimension,
+            self.time_step(),
+            transform_in=self._transform_in,
+            transform_out=self._transform_out,
+            classes=self._classes,
             name=self.name if name is None else name,
-            description=self.description if description is None else description)
+            description=self.description if description is None else description,
+        )
         for step in range(num_steps - 1):
             pt.set(step, self.get_step_tensor(step)[0])
         last = num_steps - 1
-        pt.set(last, default_np.einsum("bcx,c->bx", self.get_step_tensor(last)[0],
-                                       self.get_cap(last))[:, None, :])
+        pt.set(
+            last,
+            default_np.einsum("bcx,c->bx", self.get_step_tensor(last)[0], self.get_cap(last))[
+                :, None, :
+            ],
+        )
         return pt
 
     def __str__(self) -> str:
-        return (f"UniformProcessTensor {self.name!r}: dt={self.dt}, dimension "
-                f"{self.dimension}, bond dimension {self.bond_dimension}, "
-                f"start block of {self.num_start_steps} steps")
-
-
+        return (
+            f"UniformProcessTensor {self.name!r}: dt={self.dt}, dimension "
+            f"{self.dimension}, bond dimension {self.bond_dimension}, "
+            f"start block of {self.num_start_steps} steps"
+        )

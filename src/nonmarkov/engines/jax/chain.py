@@ -49,8 +49,9 @@ def table_bytes(tensors: Sequence[Any], caps: Sequence[Any], dtype: Any) -> int:
     return len(first) * bond**2 * tensors[0].shape[2] * default_np.dtype(dtype).itemsize
 
 
-def stack_padded(tensors: Sequence[Any], caps: Sequence[Any], dtype: Any
-                 ) -> tuple[default_np.ndarray, default_np.ndarray, default_np.ndarray]:
+def stack_padded(
+    tensors: Sequence[Any], caps: Sequence[Any], dtype: Any
+) -> tuple[default_np.ndarray, default_np.ndarray, default_np.ndarray]:
     """Host arrays: the distinct pairs of step tensors T_k[b, b', c] and caps_k[b']
     as a table (U, B, B, m) and (U, B), and the row of each step (N,) int32.
 
@@ -63,13 +64,14 @@ def stack_padded(tensors: Sequence[Any], caps: Sequence[Any], dtype: Any
     cap_table = default_np.zeros((len(first), bond), dtype)
     for row, step in enumerate(first):
         tensor, cap = tensors[step], caps[step]
-        table[row, :tensor.shape[0], :tensor.shape[1]] = tensor
-        cap_table[row, :cap.shape[0]] = cap
+        table[row, : tensor.shape[0], : tensor.shape[1]] = tensor
+        cap_table[row, : cap.shape[0]] = cap
     return table, cap_table, default_np.asarray(rows, dtype=default_np.int32)
 
 
-def _run(state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...],
-         record_all: bool) -> Any:
+def _run(
+    state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...], record_all: bool
+) -> Any:
     """The scan over steps (traced by ``jax.jit``).
 
     Shapes: state (B_1, ..., B_n, d^2), first and second (d^2, d^2); each
@@ -91,8 +93,7 @@ def _run(state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...]
     def step(state: Any, rows: tuple[Any, ...]) -> tuple[Any, Any]:
         state = apply(state, first)
         caps = []
-        for axis, (transform_in, transform_out, classes, table, cap_table, _) in \
-                enumerate(baths):
+        for axis, (transform_in, transform_out, classes, table, cap_table, _) in enumerate(baths):
             caps.append(cap_table[rows[axis]])
             state = apply(state, transform_in)
             expanded = table[rows[axis]][:, :, classes]  # (b, b', alpha)
@@ -114,9 +115,13 @@ def _compiled_run(record_all: bool, backend: str) -> Any:
     return compile_kernel(functools.partial(_run, record_all=record_all))
 
 
-def run_chain(state: Any, first: Any, second: Any,
-              baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
-              record_all: bool) -> default_np.ndarray:
+def run_chain(
+    state: Any,
+    first: Any,
+    second: Any,
+    baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
+    record_all: bool,
+) -> default_np.ndarray:
     """Contract all steps on the device; one transfer in, one out.
 
     ``state`` (1, ..., 1, d^2) host array; ``first``/``second`` (d^2, d^2) the
@@ -131,10 +136,19 @@ def run_chain(state: Any, first: Any, second: Any,
     bonds = tuple(bath[3].shape[1] for bath in baths)
     padded = default_np.zeros(bonds + (state.shape[-1],), dtype)
     padded[(0,) * len(bonds)] = default_np.asarray(state).reshape(-1)
-    on_host = tuple((default_np.asarray(b[0], dtype), default_np.asarray(b[1], dtype),
-                     default_np.asarray(b[2], default_np.int32), b[3], b[4], b[5])
-                    for b in baths)
-    device = jax.device_put((padded, default_np.asarray(first, dtype),
-                             default_np.asarray(second, dtype), on_host))
+    on_host = tuple(
+        (
+            default_np.asarray(b[0], dtype),
+            default_np.asarray(b[1], dtype),
+            default_np.asarray(b[2], default_np.int32),
+            b[3],
+            b[4],
+            b[5],
+        )
+        for b in baths
+    )
+    device = jax.device_put(
+        (padded, default_np.asarray(first, dtype), default_np.asarray(second, dtype), on_host)
+    )
     readouts = _compiled_run(bool(record_all), jax.default_backend())(*device)
     return default_np.asarray(jax.device_get(readouts))

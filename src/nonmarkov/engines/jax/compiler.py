@@ -39,14 +39,15 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     """
     jax = _jax()
     if jax.default_backend() == "cpu":
-        return {"xla_backend_optimization_level": optimization_level,
-                "xla_cpu_use_fusion_emitters": False,
-                "xla_cpu_parallel_codegen_split_count": 1}
+        return {
+            "xla_backend_optimization_level": optimization_level,
+            "xla_cpu_use_fusion_emitters": False,
+            "xla_cpu_parallel_codegen_split_count": 1,
+        }
     return {}
 
 
-def compile_kernel(function: Callable[..., Any],
-                   optimization_level: int = 1) -> Callable[..., Any]:
+def compile_kernel(function: Callable[..., Any], optimization_level: int = 1) -> Callable[..., Any]:
     """``jax.jit`` of ``function`` with full-precision matrix products.
 
     At JAX's default precision a GPU may multiply float32/complex64 matrices
@@ -63,7 +64,6 @@ def compile_kernel(function: Callable[..., Any],
             return function(*args, **kwargs)
 
     return jax.jit(full_precision, compiler_options=_compiler_options(optimization_level))
-
 
 
 _ahead_jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -94,8 +94,9 @@ def compile_ahead(job: Callable[[], None]) -> Future:
     _ahead_jobs.put((job, future))
     with _worker_lock:
         if not _ahead_worker:
-            worker = threading.Thread(target=_work_ahead, name="nonmarkov-compile-ahead",
-                                      daemon=True)
+            worker = threading.Thread(
+                target=_work_ahead, name="nonmarkov-compile-ahead", daemon=True
+            )
             worker.start()
             _ahead_worker.append(worker)
             atexit.register(_stop_ahead)
@@ -139,5 +140,3 @@ def _work_ahead() -> None:
             future.set_exception(error)
         else:
             future.set_result(None)
-
-

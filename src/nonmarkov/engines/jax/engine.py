@@ -60,8 +60,9 @@ class JaxWindowEngine:
         """Points kept in the window, 0 for no memory cut."""
         return self.compiled.memory
 
-    def _on_host(self, run_step: Callable[[HostWindowEngine], tuple[Any, int]],
-                 num_steps: int) -> tuple[list[Any], list[int]]:
+    def _on_host(
+        self, run_step: Callable[[HostWindowEngine], tuple[Any, int]], num_steps: int
+    ) -> tuple[list[Any], list[int]]:
         """Up to ``num_steps`` host steps while the step kernel compiles (the host phase
         may span several calls); when the phase ends, the window moves to the device.
         ``run_step(host)`` does one step and returns its output and largest bond."""
@@ -109,19 +110,21 @@ class JaxWindowEngine:
     def _host_phase(self) -> bool:
         return self._host_start or self._host is not None
 
-    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
-                                                                       list[int]]:
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
         readouts: list[Any] = []
         ranks: list[int] = []
         if self._host_phase() and propagators:
+
             def run_step(host: HostWindowEngine) -> tuple[Any, int]:
                 vectors, largest = host.advance([propagators[len(readouts)]])
                 readouts.append(vectors[0])
                 return vectors[0], largest[0]
 
             _, ranks = self._on_host(run_step, len(propagators))
-        rest, rest_ranks = self.compiled.advance(propagators[len(readouts):])
+        rest, rest_ranks = self.compiled.advance(propagators[len(readouts) :])
         if readouts:
             rest = default_np.concatenate([default_np.asarray(readouts), rest])
         return rest, ranks + rest_ranks
@@ -131,15 +134,16 @@ class JaxWindowEngine:
         finalised: list[tuple[Any, float]] = []
         ranks: list[int] = []
         if self._host_phase() and num_steps > 0:
+
             def run_step(host: HostWindowEngine) -> tuple[Any, int]:
                 done, largest = host.advance_finalize(1)
                 return done[0], largest[0]
 
             finalised, ranks = self._on_host(run_step, num_steps)
         m = self.compiled.num_classes
-        rest, rest_ranks = self.compiled.advance_finalize(num_steps - len(finalised),
-                                                          default_np.ones((m, m)),
-                                                          default_np.eye(m))
+        rest, rest_ranks = self.compiled.advance_finalize(
+            num_steps - len(finalised), default_np.ones((m, m)), default_np.eye(m)
+        )
         return finalised + rest, ranks + rest_ranks
 
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
@@ -162,23 +166,38 @@ class JaxChainEngine(HostChainEngine):
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
         pts = list(run.process_tensors)
-        if not (run.constant_propagators and run.controls is None and run.num_steps > 0
-                and pts and all(in_memory(pt) for pt in pts)):
+        if not (
+            run.constant_propagators
+            and run.controls is None
+            and run.num_steps > 0
+            and pts
+            and all(in_memory(pt) for pt in pts)
+        ):
             return super().run(run)
         dtype = np.dtype_complex
         with numpy_in_this_thread():  # the caps on the host, once
             prepared = HostChainEngine().prepare(pts, run.num_steps, True)
-            steps = [([pt.get_step_tensor(k)[0] for k in range(run.num_steps)],
-                      [on_host.cap(k) for k in range(run.num_steps)])
-                     for pt, on_host in zip(pts, prepared)]
+            steps = [
+                (
+                    [pt.get_step_tensor(k)[0] for k in range(run.num_steps)],
+                    [on_host.cap(k) for k in range(run.num_steps)],
+                )
+                for pt, on_host in zip(pts, prepared)
+            ]
         if sum(table_bytes(tensors, caps, dtype) for tensors, caps in steps) > SCAN_BYTES:
             return super().run(run)
-        baths = [(pt.transform_in, pt.transform_out,
-                  default_np.asarray(pt.get_step_tensor(0)[1], dtype=int),
-                  *stack_padded(tensors, caps, dtype))
-                 for pt, (tensors, caps) in zip(pts, steps)]
+        baths = [
+            (
+                pt.transform_in,
+                pt.transform_out,
+                default_np.asarray(pt.get_step_tensor(0)[1], dtype=int),
+                *stack_padded(tensors, caps, dtype),
+            )
+            for pt, (tensors, caps) in zip(pts, steps)
+        ]
         first, second = run.propagators(0)
-        readouts = run_chain(default_np.asarray(run.initial).reshape(-1), first, second, baths,
-                             run.record_all)
+        readouts = run_chain(
+            default_np.asarray(run.initial).reshape(-1), first, second, baths, run.record_all
+        )
         run.on_step(run.num_steps)
         return readouts

@@ -16,9 +16,15 @@ from typing import Any
 #: Steps of at most 25 % below :data:`CHEAP_BOND` (4, 6, 8, 10, 12, 14, 16, 20, ..., 56)
 #: and of at most 12.5 % from there on (64, 72, 80, ..., 128, 144, ...), where a step
 #: costs more than a compilation and a bucket 25 % too large would cost up to ~2x per step.
-BOND_BUCKETS: tuple[int, ...] = tuple(sorted(
-    {4, 6} | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
-    | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}))
+BOND_BUCKETS: tuple[int, ...] = tuple(
+    sorted(
+        {4, 6}
+        | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
+        | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}
+    )
+)
+
+
 def bond_bucket(rank: int, minimum: int = 1) -> int:
     """Smallest bucket size >= max(rank, minimum)."""
     need = max(int(rank), int(minimum), 1)
@@ -97,5 +103,3 @@ def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
 
     u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
     return u * s[None, :].astype(u.dtype), s, vh
-
-

@@ -49,8 +49,13 @@ SEGMENTS = 4
 REPLAN_COST = 1.1
 
 
-def plan_buckets(profile: Sequence[int], length: int, margin: int = 0,
-                 previous: Sequence[int] | None = None, segments: int = SEGMENTS) -> list[int]:
+def plan_buckets(
+    profile: Sequence[int],
+    length: int,
+    margin: int = 0,
+    previous: Sequence[int] | None = None,
+    segments: int = SEGMENTS,
+) -> list[int]:
     """Buckets of the bonds 0..length-1 of the next steps from the last kept ranks.
 
     ``profile[k]`` is the kept rank of bond k (bond 0 joins the front and site
@@ -66,8 +71,9 @@ def plan_buckets(profile: Sequence[int], length: int, margin: int = 0,
     """
     ranks = [max(int(r), 1) for r in profile] or [1]
     last = len(ranks) - 1
-    needs = [max(ranks[min(max(i, 0), last)] for i in (k - 1, k, k + 1)) + margin
-             for k in range(length)]
+    needs = [
+        max(ranks[min(max(i, 0), last)] for i in (k - 1, k, k + 1)) + margin for k in range(length)
+    ]
     fresh = _cheapest_stretches([bond_bucket(need) for need in needs], segments)
     if not previous:
         return fresh
@@ -111,8 +117,9 @@ def _cheapest_stretches(needs: Sequence[int], segments: int) -> list[int]:
                     options.append((best[begin, used - 1][0] + bonds * float(top) ** 3, begin))
             if options:
                 best[end, used] = min(options)
-    used = min((u for u in range(1, segments + 1) if (count, u) in best),
-               key=lambda u: best[count, u][0])
+    used = min(
+        (u for u in range(1, segments + 1) if (count, u) in best), key=lambda u: best[count, u][0]
+    )
     plan: list[int] = []
     end = count
     while end > 0:
@@ -130,9 +137,12 @@ def _jnp() -> Any:
 
 
 def _signature(name: str, static: dict[str, Any], args: Sequence[Any]) -> tuple[Any, ...]:
-    shapes = tuple(None if arg is None else
-                   (tuple(arg.shape), str(arg.dtype), bool(getattr(arg, "weak_type", False)))
-                   for arg in args)
+    shapes = tuple(
+        None
+        if arg is None
+        else (tuple(arg.shape), str(arg.dtype), bool(getattr(arg, "weak_type", False)))
+        for arg in args
+    )
     return name, tuple(sorted(static.items())), shapes
 
 
@@ -182,7 +192,8 @@ def _abstract(tree: Any) -> Any:
     import jax
 
     return jax.tree_util.tree_map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type), tree)
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type), tree
+    )
 
 
 @functools.cache
@@ -192,8 +203,9 @@ def _kernel(name: str, **static: Any) -> Any:
     return compile_kernel(functools.partial(_KERNELS[name], **static), optimization_level=0)
 
 
-def _open_front(front: Any, between: Any, projector: Any, first: Any, carrier: Any) -> tuple[
-        Any, Any]:
+def _open_front(
+    front: Any, between: Any, projector: Any, first: Any, carrier: Any
+) -> tuple[Any, Any]:
     """Couple the new point to the front (x, b) and open the carrier bond.
 
     Returns the new front's orthonormal factor (x, k) and the tensor (k, m b r)
@@ -209,8 +221,10 @@ def _open_front(front: Any, between: Any, projector: Any, first: Any, carrier: A
     coupled = (theta * first[:, :, None])[:, :, :, None] * carrier[:, None, None, :]
     q, r = jnp.linalg.qr(coupled.reshape(dim_x, -1))
     rows = max(r.shape[0], -(-bond * num_rows // dim_m))
-    return (jnp.pad(q, ((0, 0), (0, rows - q.shape[1]))),
-            jnp.pad(r, ((0, rows - r.shape[0]), (0, 0))))
+    return (
+        jnp.pad(q, ((0, 0), (0, rows - q.shape[1]))),
+        jnp.pad(r, ((0, rows - r.shape[0]), (0, 0))),
+    )
 
 
 def _couple(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
@@ -244,8 +258,16 @@ def _trace(previous: Any, tensor: Any, dim_m: int, num_rows: int) -> Any:
     return jnp.einsum("lpr,r->lp", previous, vector)[:, :, None]
 
 
-def _finalize(previous: Any, tensor: Any, epsrel: Any, dim_m: int, num_rows: int,
-              bucket: int, max_rank: int | None, svd_algorithm: Any) -> tuple[Any, Any, Any]:
+def _finalize(
+    previous: Any,
+    tensor: Any,
+    epsrel: Any,
+    dim_m: int,
+    num_rows: int,
+    bucket: int,
+    max_rank: int | None,
+    svd_algorithm: Any,
+) -> tuple[Any, Any, Any]:
     """Split off the oldest point (PT-TEMPO): last = (u s) vh, u s merged into ``previous``.
 
     Returns the merged site (rows, m, bucket), the finalised site vh padded to
@@ -258,8 +280,9 @@ def _finalize(previous: Any, tensor: Any, epsrel: Any, dim_m: int, num_rows: int
     return jnp.einsum("lpr,rk->lpk", previous, weighted), final_site, rank
 
 
-def _split(site: Any, epsrel: Any, bucket: int, max_rank: int | None,
-           svd_algorithm: Any) -> tuple[Any, Any, Any]:
+def _split(
+    site: Any, epsrel: Any, bucket: int, max_rank: int | None, svd_algorithm: Any
+) -> tuple[Any, Any, Any]:
     """site (rows, m, b) = (u s) vh cut at its kept rank (device rule), padded to
     ``bucket`` values: returns u s (rows, bucket), vh as a site (bucket, m, b) with
     the padding columns exactly zero, and the kept rank (int32)."""
@@ -280,13 +303,25 @@ def _pad_spectrum(weighted: Any, s: Any, vh: Any, bucket: int) -> tuple[Any, Any
     missing = bucket - s.shape[0]
     if missing <= 0:
         return weighted, s, vh
-    return (jnp.pad(weighted, ((0, 0), (0, missing))), jnp.pad(s, (0, missing)),
-            jnp.pad(vh, ((0, missing), (0, 0))))
+    return (
+        jnp.pad(weighted, ((0, 0), (0, missing))),
+        jnp.pad(s, (0, missing)),
+        jnp.pad(vh, ((0, missing), (0, 0))),
+    )
 
 
-def _cut(site: Any, right: Any, epsrel: Any, vector: Any, log_rest: Any, bucket: int,
-         max_rank: int | None, svd_algorithm: Any, identity: bool,
-         contract: bool) -> tuple[Any, ...]:
+def _cut(
+    site: Any,
+    right: Any,
+    epsrel: Any,
+    vector: Any,
+    log_rest: Any,
+    bucket: int,
+    max_rank: int | None,
+    svd_algorithm: Any,
+    identity: bool,
+    contract: bool,
+) -> tuple[Any, ...]:
     """Cut the bond left of one site at its Schmidt values (right-to-left sweep).
 
     site (rows, m, c) of the left-orthonormal chain, right (c, b) the carry from
@@ -324,8 +359,9 @@ def _finish(front_q: Any, right: Any, log_scale: Any) -> tuple[Any, Any]:
     return front, log_scale + jnp.where(positive, jnp.log(jnp.where(positive, norm, 1.0)), 0.0)
 
 
-def _readout(front: Any, vector: Any, log_scale: Any, log_rest: Any, second: Any,
-             out_map: Any) -> Any:
+def _readout(
+    front: Any, vector: Any, log_scale: Any, log_rest: Any, second: Any, out_map: Any
+) -> Any:
     """TEMPO read-out (x,) of the new window."""
     jnp = _jnp()
     state = (front @ vector) * jnp.exp(log_scale + log_rest).astype(front.dtype)
@@ -333,16 +369,32 @@ def _readout(front: Any, vector: Any, log_scale: Any, log_rest: Any, second: Any
 
 
 _KERNELS: dict[str, Callable[..., Any]] = {
-    "open": _open_front, "couple": _couple, "keep": _close, "trace": _trace,
-    "finalize": _finalize, "cut": _cut, "finish": _finish, "readout": _readout}
+    "open": _open_front,
+    "couple": _couple,
+    "keep": _close,
+    "trace": _trace,
+    "finalize": _finalize,
+    "cut": _cut,
+    "finish": _finish,
+    "readout": _readout,
+}
 
 
-def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any, second: Any,
-                  constants: dict[str, Any], lags: Sequence[Any], plan: Sequence[int],
-                  memory: int, max_rank: int | None, oldest: str,
-                  svd_algorithm: Any = None,
-                  call: Callable[..., Any] | None = None) -> tuple[Any, list[Any], Any, Any,
-                                                                  list[Any]]:
+def sitewise_step(
+    front: Any,
+    sites: Sequence[Any],
+    log_scale: Any,
+    between: Any,
+    second: Any,
+    constants: dict[str, Any],
+    lags: Sequence[Any],
+    plan: Sequence[int],
+    memory: int,
+    max_rank: int | None,
+    oldest: str,
+    svd_algorithm: Any = None,
+    call: Callable[..., Any] | None = None,
+) -> tuple[Any, list[Any], Any, Any, list[Any]]:
     """One window step, site by site; all arrays stay on the device.
 
     front (x, b_0), sites[j] (b_j, m, b_{j+1}) for the n sites besides the
@@ -368,8 +420,9 @@ def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any
     num_rows = constants["carrier"].shape[1]
     n = len(sites)
     statics = {"max_rank": max_rank, "svd_algorithm": svd_algorithm}
-    front_q, tensor = call("open", {}, front, between, constants["projector"],
-                           constants["first"], constants["carrier"])
+    front_q, tensor = call(
+        "open", {}, front, between, constants["projector"], constants["first"], constants["carrier"]
+    )
     chain = []
     for j in range(n):
         q, tensor = call("couple", {}, tensor, sites[j], lags[j])
@@ -382,24 +435,35 @@ def sitewise_step(front: Any, sites: Sequence[Any], log_scale: Any, between: Any
         chain[-1] = call("trace", {"dim_m": dim_m, "num_rows": num_rows}, chain[-1], tensor)
     else:
         chain[-1], final_site, final_rank = call(
-            "finalize", {"dim_m": dim_m, "num_rows": num_rows, "bucket": plan[n], **statics},
-            chain[-1], tensor, constants["epsrel"])
+            "finalize",
+            {"dim_m": dim_m, "num_rows": num_rows, "bucket": plan[n], **statics},
+            chain[-1],
+            tensor,
+            constants["epsrel"],
+        )
     contract = oldest == "trace"
     right = vector = log_rest = None
     new_sites: list[Any] = [None] * len(chain)
     ranks: list[Any] = [None] * len(chain)
     for j in reversed(range(len(chain))):
-        outputs = call("cut", {"bucket": plan[j], "identity": right is None,
-                               "contract": contract, **statics},
-                       chain[j], right, constants["epsrel"], vector, log_rest)
+        outputs = call(
+            "cut",
+            {"bucket": plan[j], "identity": right is None, "contract": contract, **statics},
+            chain[j],
+            right,
+            constants["epsrel"],
+            vector,
+            log_rest,
+        )
         right, new_sites[j], ranks[j] = outputs[:3]
         if contract:
             vector, log_rest = outputs[3:]
     log_before = log_scale
     front, log_scale = call("finish", {}, front_q, right, log_scale)
     if contract:
-        output = call("readout", {}, front, vector, log_scale, log_rest, second,
-                      constants["out_map"])
+        output = call(
+            "readout", {}, front, vector, log_scale, log_rest, second, constants["out_map"]
+        )
     else:
         output = (final_site, final_rank, log_before)
     return front, new_sites, log_scale, output, ranks
@@ -420,8 +484,9 @@ def _extent(array: Any, axis: int) -> int:
     return int(used[-1]) + 1 if used.size else 1
 
 
-def _merged_profile(profile: Sequence[int], ranks: Sequence[Sequence[int]],
-                    finals: Sequence[int], length: int) -> list[int]:
+def _merged_profile(
+    profile: Sequence[int], ranks: Sequence[Sequence[int]], finals: Sequence[int], length: int
+) -> list[int]:
     """Largest rank of every bond over ``profile`` and the steps' kept ranks (and the
     ranks of their finalised bonds, which follow the last site), ``length`` bonds."""
     merged = list(profile[:length]) + [profile[-1]] * (length - len(profile))
@@ -448,9 +513,18 @@ class SitewiseWindow:
     memory, max_rank, oldest, svd_algorithm : as for the whole-step kernel.
     """
 
-    def __init__(self, front: Any, sites: Sequence[Any], log_scale: Any, profile: Sequence[int],
-                 constants: dict[str, Any], memory: int, max_rank: int | None,
-                 oldest: str, svd_algorithm: Any = None):
+    def __init__(
+        self,
+        front: Any,
+        sites: Sequence[Any],
+        log_scale: Any,
+        profile: Sequence[int],
+        constants: dict[str, Any],
+        memory: int,
+        max_rank: int | None,
+        oldest: str,
+        svd_algorithm: Any = None,
+    ):
         import jax
 
         self._jax = jax
@@ -463,8 +537,14 @@ class SitewiseWindow:
         plan = plan_buckets(self.profile, len(sites) + 1)
         self._plan = plan
         self._front = jax.device_put(_fit(front, (front.shape[0], plan[0])))
-        shapes = [(plan[j], site.shape[1], plan[j + 1] if j + 1 < len(sites) else
-                   max(self.profile[-1], 1)) for j, site in enumerate(sites)]
+        shapes = [
+            (
+                plan[j],
+                site.shape[1],
+                plan[j + 1] if j + 1 < len(sites) else max(self.profile[-1], 1),
+            )
+            for j, site in enumerate(sites)
+        ]
         self._sites = [jax.device_put(_fit(site, shape)) for site, shape in zip(sites, shapes)]
         self._log_scale = log_scale
         #: chunks redone because a kept rank outgrew its planned bucket
@@ -473,9 +553,18 @@ class SitewiseWindow:
         self.ahead: Future | None = None
 
     @classmethod
-    def from_padded(cls, front: Any, sites: Any, log_scale: Any, right_end: int,
-                    constants: dict[str, Any], memory: int, max_rank: int | None, oldest: str,
-                    svd_algorithm: Any = None) -> SitewiseWindow:
+    def from_padded(
+        cls,
+        front: Any,
+        sites: Any,
+        log_scale: Any,
+        right_end: int,
+        constants: dict[str, Any],
+        memory: int,
+        max_rank: int | None,
+        oldest: str,
+        svd_algorithm: Any = None,
+    ) -> SitewiseWindow:
         """From the whole-step kernel's window: front (x, D) and the n sites in use
         (n, D, m, D) as host arrays, their padding exactly zero; ``right_end`` the
         bond to the right of the oldest site (to the last finalised site, or 1)."""
@@ -484,9 +573,18 @@ class SitewiseWindow:
             bonds[j] = max(bonds[j], _extent(site, 0))
             bonds.append(_extent(site, 2))
         bonds[-1] = max(bonds[-1], int(right_end))
-        trimmed = [site[:bonds[j], :, :bonds[j + 1]] for j, site in enumerate(sites)]
-        return cls(front[:, :bonds[0]], trimmed, log_scale, bonds, constants, memory,
-                   max_rank, oldest, svd_algorithm)
+        trimmed = [site[: bonds[j], :, : bonds[j + 1]] for j, site in enumerate(sites)]
+        return cls(
+            front[:, : bonds[0]],
+            trimmed,
+            log_scale,
+            bonds,
+            constants,
+            memory,
+            max_rank,
+            oldest,
+            svd_algorithm,
+        )
 
     @property
     def largest_bucket(self) -> int:
@@ -498,8 +596,9 @@ class SitewiseWindow:
         """Sites in the window besides the front."""
         return len(self._sites)
 
-    def run_chunk(self, propagators: Sequence[tuple[Any, Any]], lags: Sequence[Any],
-                  margin: int) -> tuple[list[Any], list[list[int]]]:
+    def run_chunk(
+        self, propagators: Sequence[tuple[Any, Any]], lags: Sequence[Any], margin: int
+    ) -> tuple[list[Any], list[list[int]]]:
         """Run one step per (between, second) pair of device (x, x) arrays.
 
         ``lags[j]`` (r, m) device lag rows of window position j, for every
@@ -518,14 +617,27 @@ class SitewiseWindow:
             outputs, ranks = [], []
             for between, second in propagators:
                 front, sites, log_scale, output, step_ranks = sitewise_step(
-                    front, sites, log_scale, between, second, self._constants, lags,
-                    plan, self._memory, self._max_rank, self._oldest, self._svd)
+                    front,
+                    sites,
+                    log_scale,
+                    between,
+                    second,
+                    self._constants,
+                    lags,
+                    plan,
+                    self._memory,
+                    self._max_rank,
+                    self._oldest,
+                    self._svd,
+                )
                 outputs.append(output)
                 ranks.append(step_ranks)
             outputs, ranks = self._jax.device_get((outputs, ranks))
             ranks = [[int(rank) for rank in step] for step in ranks]
-            finals = [int(output[1]) if self._oldest == "finalize" and output[1] is not None
-                      else 0 for output in outputs]
+            finals = [
+                int(output[1]) if self._oldest == "finalize" and output[1] is not None else 0
+                for output in outputs
+            ]
             wanted = _merged_profile(profile, ranks, finals, len(plan))
             if all(want <= planned for want, planned in zip(wanted, plan)):
                 break
@@ -535,14 +647,23 @@ class SitewiseWindow:
             plan = plan_buckets(profile, length, margin, plan)
         self._front, self._sites, self._log_scale = front, sites, log_scale
         self._plan = plan
-        right_end = finals[-1] if outputs[-1][1] is not None and self._oldest == "finalize" \
+        right_end = (
+            finals[-1]
+            if outputs[-1][1] is not None and self._oldest == "finalize"
             else self.profile[-1]
+        )
         self.profile = ranks[-1] + [max(right_end, 1)]
         return outputs, ranks
 
-    def _compile_ahead(self, start: tuple[Any, Any, Any], propagators: Sequence[tuple[Any, Any]],
-                       lags: Sequence[Any], plan: Sequence[int], profile: Sequence[int],
-                       margin: int) -> Future:
+    def _compile_ahead(
+        self,
+        start: tuple[Any, Any, Any],
+        propagators: Sequence[tuple[Any, Any]],
+        lags: Sequence[Any],
+        plan: Sequence[int],
+        profile: Sequence[int],
+        margin: int,
+    ) -> Future:
         """Compile in the background the kernels of this chunk and of the first two
         steps of the next one, whose plan is guessed from the ranks risen by
         ``margin`` (a wrong guess only costs the other core some time)."""
@@ -554,24 +675,34 @@ class SitewiseWindow:
             (front, sites, log_scale), (between, second), constants, lag = abstract
             lag_list = [lag] * (len(sites) + 2 * steps + 4)
             state = (front, sites, log_scale)
-            upcoming = plan_buckets([rank + margin for rank in profile],
-                                    len(sites) + 2 * steps + 3, margin, plan)
+            upcoming = plan_buckets(
+                [rank + margin for rank in profile], len(sites) + 2 * steps + 3, margin, plan
+            )
             # a step's kernels depend on its input shapes and plan: from the third step
             # of a plan on they repeat
             for step_plan in [plan] * min(steps, 2) + [upcoming] * 2:
-                state = sitewise_step(*state, between, second, constants, lag_list,
-                                      step_plan, memory, max_rank, oldest, svd,
-                                      call=prepare_kernel)[:3]
+                state = sitewise_step(
+                    *state,
+                    between,
+                    second,
+                    constants,
+                    lag_list,
+                    step_plan,
+                    memory,
+                    max_rank,
+                    oldest,
+                    svd,
+                    call=prepare_kernel,
+                )[:3]
 
         return compile_ahead(job)
 
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
         """The window on the host, newest first: front (1, x, k), sites (k, m, k'),
         trimmed to the kept ranks; and the log-scale of the front."""
-        front, sites, log_scale = self._jax.device_get(
-            (self._front, self._sites, self._log_scale))
+        front, sites, log_scale = self._jax.device_get((self._front, self._sites, self._log_scale))
         bonds = self.profile
-        window = [default_np.asarray(front)[None, :, :bonds[0]]]
+        window = [default_np.asarray(front)[None, :, : bonds[0]]]
         for j, site in enumerate(sites):
-            window.append(default_np.asarray(site)[:bonds[j], :, :bonds[j + 1]])
+            window.append(default_np.asarray(site)[: bonds[j], :, : bonds[j + 1]])
         return window, float(log_scale)

@@ -121,10 +121,20 @@ def _level(need: Any, sizes: Sequence[int]) -> Any:
     return jnp.sum(jnp.asarray(sizes[:-1], dtype=jnp.int32) < need).astype(jnp.int32)
 
 
-def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, second: Any,
-          constants: dict[str, Any], memory: int, max_rank: int | None,
-          oldest: str = "trace", svd_algorithm: Any = None,
-          levels: tuple[int, ...] = ()) -> tuple[Any, ...]:
+def _step(
+    front: Any,
+    sites: Any,
+    count: Any,
+    log_scale: Any,
+    between: Any,
+    second: Any,
+    constants: dict[str, Any],
+    memory: int,
+    max_rank: int | None,
+    oldest: str = "trace",
+    svd_algorithm: Any = None,
+    levels: tuple[int, ...] = (),
+) -> tuple[Any, ...]:
     """One TEMPO (or PT-TEMPO) window step on padded arrays (traced by ``jax.jit``).
 
     Shapes: front (x, D), sites (L, D, m, D), count () int (sites in use
@@ -164,8 +174,9 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
 
     # couple the new point to the front and open the carrier bond (x, m, D, r)
     theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
-    coupled = (theta * constants["first"][:, :, None])[:, :, :, None] \
-        * constants["carrier"][:, None, None, :]
+    coupled = (theta * constants["first"][:, :, None])[:, :, :, None] * constants["carrier"][
+        :, None, None, :
+    ]
     q, r = jnp.linalg.qr(coupled.reshape(dim_x, -1))
     front_q = jnp.pad(q, ((0, 0), (0, wide - q.shape[1])))
     tensor = jnp.pad(r, ((0, wide - r.shape[0]), (0, 0)))  # (wide, m * D * r)
@@ -176,20 +187,23 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         block = tensor.reshape(wide, dim_m, bond, num_rows)[:rows, :, :size]
         q, r = _padded_qr(block.reshape(rows * dim_m, rows))
         by_row = jnp.moveaxis(r.reshape(rows, size, num_rows), 2, 0)  # (r, k, d)
-        site_by_row = (site[None, :size, :, :size] * lag[:, None, :, None]) \
-            .reshape(num_rows, size, -1)
+        site_by_row = (site[None, :size, :, :size] * lag[:, None, :, None]).reshape(
+            num_rows, size, -1
+        )
         product = jnp.matmul(by_row, site_by_row).reshape(num_rows, rows, dim_m, size)
         tensor = _pad_to(jnp.moveaxis(product, 0, 3), (wide, dim_m, bond, num_rows))
-        return tensor.reshape(wide, dim_m * wide), _pad_to(q.reshape(rows, dim_m, rows),
-                                                         (wide, dim_m, wide))
+        return tensor.reshape(wide, dim_m * wide), _pad_to(
+            q.reshape(rows, dim_m, rows), (wide, dim_m, wide)
+        )
 
     def pass_through(tensor: Any, site: Any, lag: Any) -> tuple[Any, Any]:
         return tensor, jnp.zeros((wide, dim_m, wide), dtype)
 
     couples = [pass_through] + [functools.partial(couple_at, size) for size in sizes]
 
-    def left_to_right(carry: tuple[Any, Any, Any], inputs: tuple[Any, Any, Any]
-                      ) -> tuple[tuple[Any, Any, Any], tuple[Any, Any]]:
+    def left_to_right(
+        carry: tuple[Any, Any, Any], inputs: tuple[Any, Any, Any]
+    ) -> tuple[tuple[Any, Any, Any], tuple[Any, Any]]:
         # rows: used rows of tensor, before: used bond of the site before (columns / r)
         tensor, rows, before = carry
         j, site, lag = inputs
@@ -197,8 +211,9 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
             tensor, q = lax.switch((j < count).astype(jnp.int32), couples, tensor, site, lag)
             return (tensor, rows, before), (q, rows)
         right = _extent(site, 2)
-        need = jnp.maximum(jnp.maximum(_ceil_div(rows, num_rows), before),
-                           jnp.maximum(_extent(site, 0), right))
+        need = jnp.maximum(
+            jnp.maximum(_ceil_div(rows, num_rows), before), jnp.maximum(_extent(site, 0), right)
+        )
         branch = jnp.where(j < count, 1 + _level(need, sizes), 0)
         tensor, q = lax.switch(branch, couples, tensor, site, lag)
         # the chain site q is (rows, m, used columns of R); its need for the cut below
@@ -206,10 +221,14 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         cut_need = jnp.maximum(_ceil_div(rows, num_rows), _ceil_div(columns, num_rows))
         return (tensor, columns, right), (q, cut_need)
 
-    start = (tensor, jnp.int32(min(dim_x, dim_m * bond * num_rows)),
-             _extent(front, 1) if levelled else jnp.int32(bond))
-    (tensor, _, _), (chain, cut_needs) = lax.scan(left_to_right, start,
-                                                  (positions, sites, constants["lags"]))
+    start = (
+        tensor,
+        jnp.int32(min(dim_x, dim_m * bond * num_rows)),
+        _extent(front, 1) if levelled else jnp.int32(bond),
+    )
+    (tensor, _, _), (chain, cut_needs) = lax.scan(
+        left_to_right, start, (positions, sites, constants["lags"])
+    )
     last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
 
@@ -225,16 +244,18 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         kept = (jnp.arange(bond) < final_rank).astype(s.dtype)
         final_site = (vh[:bond] * kept[:, None].astype(dtype)).reshape(bond, dim_m, bond)
         final_site = final_site * _used_columns(last[:, :, :bond], bond)[None, None, :]
-        weighted = jnp.pad(us[:, :bond] * kept.astype(dtype)[None, :],
-                           ((0, 0), (0, wide - bond)))  # (wide, wide)
+        weighted = jnp.pad(
+            us[:, :bond] * kept.astype(dtype)[None, :], ((0, 0), (0, wide - bond))
+        )  # (wide, wide)
         merged = jnp.einsum("lpr,rk->lpk", previous, weighted)
         front_merged = front_q @ weighted
         final_rank = jnp.where(trace, final_rank, 0)
         final_site = jnp.where(trace, final_site, jnp.zeros_like(final_site))
     else:
         vector = last.sum(axis=(1, 2))
-        merged = jnp.pad(jnp.einsum("lpr,r->lp", previous, vector)[:, :, None],
-                         ((0, 0), (0, 0), (0, wide - 1)))
+        merged = jnp.pad(
+            jnp.einsum("lpr,r->lp", previous, vector)[:, :, None], ((0, 0), (0, 0), (0, wide - 1))
+        )
         front_merged = jnp.pad((front_q @ vector)[:, None], ((0, 0), (0, wide - 1)))
     site = jnp.where(trace, jnp.where(count > 0, merged, previous), last)
     chain = lax.dynamic_update_index_in_dim(chain, site, index, 0)
@@ -245,8 +266,9 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         # on the leading block: site (d r, m, d r), right (d r, d); the kept rank may
         # exceed d (up to D), so up to D singular vectors are kept
         rows = size * num_rows
-        matrix = (site[:rows, :, :rows].reshape(rows * dim_m, rows) @ right[:rows, :size]) \
-            .reshape(rows, dim_m * size)
+        matrix = (site[:rows, :, :rows].reshape(rows * dim_m, rows) @ right[:rows, :size]).reshape(
+            rows, dim_m * size
+        )
         us, s, vh = _svd(matrix, svd_algorithm)
         rank = rank_rule(s, epsrel, max_rank, jnp)
         keep = min(bond, s.shape[0])
@@ -254,16 +276,16 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         new_site = (vh[:keep] * kept[:, None].astype(dtype)).reshape(keep, dim_m, size)
         new_site = new_site * _used_columns(matrix, size)[None, None, :]
         weighted = us[:, :keep] * kept.astype(dtype)[None, :]
-        return (_pad_to(weighted, (wide, bond)), _pad_to(new_site, (bond, dim_m, bond)),
-                rank)
+        return (_pad_to(weighted, (wide, bond)), _pad_to(new_site, (bond, dim_m, bond)), rank)
 
     def skip(right: Any, site: Any) -> tuple[Any, Any, Any]:
         return right, jnp.zeros((bond, dim_m, bond), dtype), jnp.int32(0)
 
     cuts = [skip] + [functools.partial(cut_at, size) for size in sizes]
 
-    def right_to_left(carry: tuple[Any, Any], inputs: tuple[Any, Any, Any]
-                      ) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    def right_to_left(
+        carry: tuple[Any, Any], inputs: tuple[Any, Any, Any]
+    ) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
         # used: used columns of right (the rank kept at the bond to the right)
         right, used = carry
         j, site, cut_need = inputs
@@ -275,11 +297,21 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
     # the oldest chain site's used columns (the rest of the identity meets zeros)
     oldest_used = jnp.int32(bond)
     if levelled:
-        oldest_used = jnp.maximum(jnp.minimum(_extent(lax.dynamic_index_in_dim(
-            chain, jnp.maximum(count - 1, 0), 0, keepdims=False), 2), bond), 1)
+        oldest_used = jnp.maximum(
+            jnp.minimum(
+                _extent(
+                    lax.dynamic_index_in_dim(chain, jnp.maximum(count - 1, 0), 0, keepdims=False), 2
+                ),
+                bond,
+            ),
+            1,
+        )
     (right, _), (new_sites, ranks) = lax.scan(
-        right_to_left, (jnp.eye(wide, bond, dtype=dtype), oldest_used),
-        (positions, chain, cut_needs), reverse=True)
+        right_to_left,
+        (jnp.eye(wide, bond, dtype=dtype), oldest_used),
+        (positions, chain, cut_needs),
+        reverse=True,
+    )
     wanted = jnp.maximum(jnp.max(ranks), 1)
     front = front_q @ right
 
@@ -304,15 +336,17 @@ def _step(front: Any, sites: Any, count: Any, log_scale: Any, between: Any, seco
         return (jnp.where(j < count, moved, vector), log_rest), None
 
     start = jnp.zeros((bond,), dtype).at[0].set(1.0)
-    (vector, log_rest), _ = lax.scan(contract, (start, jnp.zeros_like(log_scale)),
-                                     (positions, new_sites), reverse=True)
+    (vector, log_rest), _ = lax.scan(
+        contract, (start, jnp.zeros_like(log_scale)), (positions, new_sites), reverse=True
+    )
     state = (front @ vector) * jnp.exp(log_scale + log_rest).astype(dtype)
     readout = constants["out_map"] @ (second @ state)
     return front, new_sites, count, log_scale, readout, wanted
 
 
-def site_levels(bond: int, num_rows: int, dim_m: int, platform: str,
-                choice: str = "auto") -> tuple[int, ...]:
+def site_levels(
+    bond: int, num_rows: int, dim_m: int, platform: str, choice: str = "auto"
+) -> tuple[int, ...]:
     """Smaller bond sizes at which a site of the whole-step kernel of bucket ``bond`` may
     be worked on (see :func:`_step`): the :data:`SITE_LEVELS` largest sizes of the form
     2^k (1 + i/8) below ``bond`` and not below half of it, when the work of a site
@@ -333,13 +367,24 @@ def kernel_sizes(bond: int, levels: Sequence[int]) -> tuple[int, ...]:
 
 
 @functools.cache
-def _compiled_step(memory: int, max_rank: int | None, backend: str,
-                   oldest: str = "trace", svd: str = "default",
-                   levels: tuple[int, ...] = ()) -> Any:
-    return compiler.compile_kernel(functools.partial(_step, memory=memory, max_rank=max_rank,
-                                            oldest=oldest,
-                                            svd_algorithm=_svd_algorithm(svd, backend),
-                                            levels=levels))
+def _compiled_step(
+    memory: int,
+    max_rank: int | None,
+    backend: str,
+    oldest: str = "trace",
+    svd: str = "default",
+    levels: tuple[int, ...] = (),
+) -> Any:
+    return compiler.compile_kernel(
+        functools.partial(
+            _step,
+            memory=memory,
+            max_rank=max_rank,
+            oldest=oldest,
+            svd_algorithm=_svd_algorithm(svd, backend),
+            levels=levels,
+        )
+    )
 
 
 class CompiledWindow:
@@ -357,8 +402,13 @@ class CompiledWindow:
     """
 
     def __init__(self, spec: WindowSpec, options: EngineOptions, dtype: Any):
-        oldest, front, projector, first, carrier = (spec.oldest, spec.front, spec.projector,
-                                                    spec.first, spec.carrier)
+        oldest, front, projector, first, carrier = (
+            spec.oldest,
+            spec.front,
+            spec.projector,
+            spec.first,
+            spec.carrier,
+        )
         lag_rows, out_map, epsrel, memory = spec.lag_rows, spec.out_map, spec.epsrel, spec.memory
         self._options = options
         self._schedule = Schedule(options.deterministic)
@@ -401,7 +451,8 @@ class CompiledWindow:
         self._set_lags(capacity)
         #: device copies of the step's propagators, moved only when they change
         self._device_propagators = LastArguments(
-            lambda between, second: (self._put(between), self._put(second)))
+            lambda between, second: (self._put(between), self._put(second))
+        )
         self.max_rank_seen = 1
         self._grown = False  # whether the bucket has grown before (see GROWTH_HEADROOM)
         self._stride = 1  # steps in the next chunk (adaptive, at most self._chunk)
@@ -472,7 +523,8 @@ class CompiledWindow:
         if have < capacity:
             extra = [default_np.asarray(self._lag_rows(lag + 2)) for lag in range(have, capacity)]
             self._host_lags = default_np.concatenate(
-                [self._host_lags, default_np.asarray(extra, dtype=self._dtype)])
+                [self._host_lags, default_np.asarray(extra, dtype=self._dtype)]
+            )
 
     def _resize(self, bond: int, capacity: int) -> None:
         if bond == self.bond and capacity == self.capacity:
@@ -484,8 +536,9 @@ class CompiledWindow:
         new_front = default_np.zeros((front.shape[0], bond), self._dtype)
         new_front[:, :keep_bond] = front[:, :keep_bond]
         new_sites = default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype)
-        new_sites[:keep_capacity, :keep_bond, :, :keep_bond] = \
-            sites[:keep_capacity, :keep_bond, :, :keep_bond]
+        new_sites[:keep_capacity, :keep_bond, :, :keep_bond] = sites[
+            :keep_capacity, :keep_bond, :, :keep_bond
+        ]
         self._front, self._sites = self._put(new_front), self._put(new_sites)
         if capacity != self._constants["lags"].shape[0]:
             self._set_lags(capacity)
@@ -497,9 +550,15 @@ class CompiledWindow:
         jax = self._jax
         step = self._step_kernel(bond)
         matrix = jax.ShapeDtypeStruct((self._dim_x, self._dim_x), self._dtype)
-        args = (jax.ShapeDtypeStruct((self._dim_x, bond), self._dtype),
-                jax.ShapeDtypeStruct((self.capacity, bond, self._dim_m, bond), self._dtype),
-                self._count_device, self._log_scale, matrix, matrix, self._constants)
+        args = (
+            jax.ShapeDtypeStruct((self._dim_x, bond), self._dtype),
+            jax.ShapeDtypeStruct((self.capacity, bond, self._dim_m, bond), self._dtype),
+            self._count_device,
+            self._log_scale,
+            matrix,
+            matrix,
+            self._constants,
+        )
 
         def job() -> None:
             compiler.check_ahead()
@@ -509,13 +568,24 @@ class CompiledWindow:
 
     def _levels(self, bond: int) -> tuple[int, ...]:
         """:func:`site_levels` of bucket ``bond`` for this window on this device."""
-        return site_levels(bond, self._num_rows, self._dim_m, self._jax.default_backend(),
-                           self._options.site_levels)
+        return site_levels(
+            bond,
+            self._num_rows,
+            self._dim_m,
+            self._jax.default_backend(),
+            self._options.site_levels,
+        )
 
     def _step_kernel(self, bond: int) -> Any:
         """The compiled step for bucket ``bond`` (with its site levels)."""
-        return _compiled_step(self._memory, self._max_rank, self._jax.default_backend(),
-                              self._oldest, self._options.svd, self._levels(bond))
+        return _compiled_step(
+            self._memory,
+            self._max_rank,
+            self._jax.default_backend(),
+            self._oldest,
+            self._options.svd,
+            self._levels(bond),
+        )
 
     def _site_size(self, bond: int) -> int:
         """Size at which the kernel of bucket ``bond`` works on a site that holds the
@@ -523,8 +593,7 @@ class CompiledWindow:
         sizes = kernel_sizes(bond, self._levels(bond))
         return next(size for size in sizes if size >= self._held_largest)
 
-    def load_host_window(self, window: Sequence[Any], log_scale: float,
-                         bond: int = 1) -> None:
+    def load_host_window(self, window: Sequence[Any], log_scale: float, bond: int = 1) -> None:
         """Continue from a window that was advanced on the host (see
         :mod:`nonmarkov.engines.jax.engine`).
 
@@ -536,15 +605,17 @@ class CompiledWindow:
         sites = [default_np.asarray(site) for site in window]
         count = len(sites) - 1
         if count > self.capacity:
-            raise ValueError(f"the host window has {count} sites besides the front; "
-                             f"the device window holds {self.capacity}")
+            raise ValueError(
+                f"the host window has {count} sites besides the front; "
+                f"the device window holds {self.capacity}"
+            )
         largest = max(site.shape[2] for site in sites)
         size = bond_bucket(max(largest, bond), self._min_bond)
         front = default_np.zeros((self._dim_x, size), self._dtype)
-        front[:, :sites[0].shape[2]] = sites[0][0]
+        front[:, : sites[0].shape[2]] = sites[0][0]
         padded = default_np.zeros((self.capacity, size, self._dim_m, size), self._dtype)
         for j, site in enumerate(sites[1:]):
-            padded[j, :site.shape[0], :, :site.shape[2]] = site
+            padded[j, : site.shape[0], :, : site.shape[2]] = site
         self._front, self._sites = self._put(front), self._put(padded)
         self._count = count
         self._count_device = self._jax.device_put(default_np.asarray(count, default_np.int32))
@@ -558,8 +629,9 @@ class CompiledWindow:
             return count
         return count + 1
 
-    def advance(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[default_np.ndarray,
-                                                                       list[int]]:
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
         """Run one step per (between, second) pair of host (x, x) arrays.
 
         Returns the read-out vectors (steps, x) on the host and the largest
@@ -573,7 +645,7 @@ class CompiledWindow:
         while begin < len(propagators):
             size = min(self._stride, len(propagators) - begin)
             self._steps_left = len(propagators) - begin
-            chunk_readouts, chunk_ranks = self._run_chunk(propagators[begin:begin + size])
+            chunk_readouts, chunk_ranks = self._run_chunk(propagators[begin : begin + size])
             readouts.append(default_np.asarray(chunk_readouts))
             ranks.extend(chunk_ranks)
             begin += size
@@ -581,8 +653,9 @@ class CompiledWindow:
             return default_np.zeros((0, self._dim_x), self._dtype), ranks
         return default_np.concatenate(readouts), ranks
 
-    def advance_finalize(self, num_steps: int, between: Any,
-                         second: Any) -> tuple[list[tuple[Any, float]], list[int]]:
+    def advance_finalize(
+        self, num_steps: int, between: Any, second: Any
+    ) -> tuple[list[tuple[Any, float]], list[int]]:
         """Run ``num_steps`` steps with fixed (x, x) ``between`` and ``second`` (PT-TEMPO).
 
         Returns, per step, (finalised site M[l, c, r] as a trimmed host array
@@ -606,7 +679,7 @@ class CompiledWindow:
                 done = None
                 if self._memory and count + 1 >= self._memory:
                     rank = int(rank)
-                    done = default_np.asarray(site[:rank, :, :self._final_bond])
+                    done = default_np.asarray(site[:rank, :, : self._final_bond])
                     self._final_bond = rank
                 count = self._next_count(count)
                 finalised.append((done, float(log_before)))
@@ -625,9 +698,10 @@ class CompiledWindow:
         if self._sitewise is not None:
             return self._sitewise.host_window()
         front, sites, log_scale = self._jax.device_get(
-            (self._front, self._sites[:self._count], self._log_scale))
+            (self._front, self._sites[: self._count], self._log_scale)
+        )
         window = [default_np.asarray(front)[None]] + [default_np.asarray(s) for s in sites]
-        bonds = [max(rank, 1) for rank in self._bond_ranks[:self._count]] + [self._final_bond]
+        bonds = [max(rank, 1) for rank in self._bond_ranks[: self._count]] + [self._final_bond]
         lefts = [1] + bonds[:-1]
         trimmed = [site[:left, :, :right] for site, left, right in zip(window, lefts, bonds)]
         return trimmed, float(log_scale)
@@ -666,8 +740,9 @@ class CompiledWindow:
         if self._sitewise is None:
             self._stride = self._schedule.cap_chunk(self._stride)
         self.max_rank_seen = max(self.max_rank_seen, largest)
-        self._held, self._held_largest = (0, 0) if rising else \
-            (self._held + 1, max(self._held_largest, largest))
+        self._held, self._held_largest = (
+            (0, 0) if rising else (self._held + 1, max(self._held_largest, largest))
+        )
         expected = self.max_rank_seen + growth
         if steady and expected > self.bond and self._sitewise is None:
             self._resize(self.grown_bond(expected), self.capacity)
@@ -701,8 +776,11 @@ class CompiledWindow:
         target = bond_bucket(self._held_largest, self._min_bond)
         # the largest sites work at the smallest kernel size that holds them (site levels)
         work = (self._site_size(target) / self._site_size(self.bond)) ** 3
-        if target < self.bond and work <= SHRINK_WORK and \
-                self._schedule.shrink_pays(steps_left, work):
+        if (
+            target < self.bond
+            and work <= SHRINK_WORK
+            and self._schedule.shrink_pays(steps_left, work)
+        ):
             self._resize(target, self.capacity)
             self.shrinks += 1
 
@@ -721,18 +799,24 @@ class CompiledWindow:
                 self._resize(self.bond, bond_bucket(final_count))
             self._await_ahead(self.bond)
             step = self._step_kernel(self.bond)
-            front, sites, count, log_scale = self._front, self._sites, self._count_device, \
-                self._log_scale
+            front, sites, count, log_scale = (
+                self._front,
+                self._sites,
+                self._count_device,
+                self._log_scale,
+            )
             outputs: list[tuple[Any, Any]] = []
             for between, second in propagators:
                 between, second = self._device_propagators(between, second)
                 front, sites, count, log_scale, readout, wanted = step(
-                    front, sites, count, log_scale, between, second, self._constants)
+                    front, sites, count, log_scale, between, second, self._constants
+                )
                 if not outputs:  # the first call compiles (if needed), then runs async
                     self._schedule.chunk_dispatched()
                 outputs.append((readout, wanted))
             readouts, wanted = self._jax.device_get(
-                ([item[0] for item in outputs], [item[1] for item in outputs]))
+                ([item[0] for item in outputs], [item[1] for item in outputs])
+            )
             self._schedule.chunk_done(len(propagators))
             if self._oldest == "finalize":  # (site, rank, log) per step -> three lists
                 readouts = tuple(list(part) for part in zip(*readouts))
@@ -749,8 +833,12 @@ class CompiledWindow:
                 self._switch_to_sitewise()
                 return self._run_chunk_sitewise(propagators)
             start = (self._front, self._sites, start[2], self._count_device, self._log_scale)
-        self._front, self._sites, self._count_device, self._log_scale = \
-            front, sites, count, log_scale
+        self._front, self._sites, self._count_device, self._log_scale = (
+            front,
+            sites,
+            count,
+            log_scale,
+        )
         self._count = final_count
         self.chunks += 1
         self._plan_next_chunk(largest, len(propagators))
@@ -774,12 +862,19 @@ class CompiledWindow:
         for future in self._ahead.values():  # whole-step kernels no longer wanted
             future.cancel()
         self._ahead.clear()
-        front, sites = self._jax.device_get((self._front, self._sites[:self._count]))
+        front, sites = self._jax.device_get((self._front, self._sites[: self._count]))
         right_end = self._final_bond if self._oldest == "finalize" else 1
         self._sitewise = sitewise.SitewiseWindow.from_padded(
-            default_np.asarray(front), default_np.asarray(sites), self._log_scale, right_end,
-            self._constants, self._memory, self._max_rank, self._oldest,
-            _svd_algorithm(self._options.svd, self._jax.default_backend()))
+            default_np.asarray(front),
+            default_np.asarray(sites),
+            self._log_scale,
+            right_end,
+            self._constants,
+            self._memory,
+            self._max_rank,
+            self._oldest,
+            _svd_algorithm(self._options.svd, self._jax.default_backend()),
+        )
         self.fetches += 1
 
     def _run_chunk_sitewise(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
@@ -792,15 +887,21 @@ class CompiledWindow:
         redos = engine.redos
         outputs, ranks = engine.run_chunk(
             [self._device_propagators(between, second) for between, second in propagators],
-            self._site_lags, self._growth * len(propagators))
+            self._site_lags,
+            self._growth * len(propagators),
+        )
         self.redos += engine.redos - redos
         self.fetches += 1 + engine.redos - redos
         wanted = [max(step) for step in ranks]
         if self._oldest == "finalize":
             finals = [0 if output[1] is None else int(output[1]) for output in outputs]
             wanted = [max(rank, final) for rank, final in zip(wanted, finals)]
-            outputs = ([output[0] for output in outputs], finals,
-                       [output[2] for output in outputs], ranks)
+            outputs = (
+                [output[0] for output in outputs],
+                finals,
+                [output[2] for output in outputs],
+                ranks,
+            )
         self._count = engine.count
         self.chunks += 1
         self._plan_next_chunk(max(wanted), len(propagators))
