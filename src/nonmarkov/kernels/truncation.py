@@ -37,14 +37,13 @@ def rank_rule(
     size = s.shape[0]
     if size == 0:
         return xp.asarray(1, dtype=xp.int32)
-    index = xp.arange(size)
-    below = _tail_norms(s, xp) <= epsrel * s[0]
-    rank = xp.maximum(xp.min(xp.where(below, index, size)), 1)
-    # index i continues a multiplet when s[i] is nearly equal to s[i - 1]
-    previous = xp.concatenate([s[:1], s[:-1]])
-    near = (index > 0) & (s >= previous * (1.0 - MULTIPLET_TOLERANCE))
-    rank = xp.min(xp.where((index >= rank) & ~near, index, size))
-    rank = xp.where(s[0] == 0.0, 1, rank)
+    # the tail norms do not increase: the first k at or below the cut is the count above
+    rank = xp.maximum(xp.count_nonzero(_tail_norms(s, xp) > epsrel * s[0]), 1)
+    # i (>= 1) ends a multiplet when s[i] is not nearly equal to s[i - 1], or zero (else
+    # 0 here): the cut moves to the first end at or after it
+    tail = s[1:]
+    ends = xp.arange(1, size) * ((tail < s[:-1] * (1.0 - MULTIPLET_TOLERANCE)) | (tail == 0.0))
+    rank = xp.where(ends >= rank, ends, size).min(initial=size)
     if max_rank is not None:
         rank = xp.minimum(rank, max_rank)
     return xp.asarray(rank, dtype=xp.int32)
