@@ -48,7 +48,7 @@ import numpy
 import pytest
 
 import nonmarkov as nm
-from models import SX, SZ, spin_boson
+from models import SX, SZ, independent_boson, spin_boson
 from nonmarkov import backends, config
 from nonmarkov.engines.host import HostWindowEngine
 from nonmarkov.kernels import truncation
@@ -62,17 +62,6 @@ scheduling = pytest.importorskip("nonmarkov.engines.jax.scheduling")
 sitewise = pytest.importorskip("nonmarkov.engines.jax.sitewise")
 compiler = pytest.importorskip("nonmarkov.engines.jax.compiler")
 jax_engine = pytest.importorskip("nonmarkov.engines.jax.engine")
-
-
-def independent_boson():
-    """Three-level independent-boson model (degenerate-free S, [H, S] = 0)."""
-    system = nm.System(numpy.diag([0.4, 0.0, -0.7]).astype(complex))
-    bath = nm.Bath(
-        numpy.diag([1.0, 0.0, -0.5]).astype(complex), nm.PowerLawSD(0.1, 1.0, 4.0, temperature=0.0)
-    )
-    psi = numpy.array([1.0, 0.8 * numpy.exp(0.3j), 0.6 * numpy.exp(-1.1j)])
-    psi = psi / numpy.linalg.norm(psi)
-    return system, bath, numpy.outer(psi, psi.conj())
 
 
 def engine_options(**changes):
@@ -200,7 +189,7 @@ def test_compiled_agrees_with_numpy(dkmax, host_start):
 
 
 def test_compiled_unique_three_level_and_continuation():
-    model = independent_boson()
+    model = independent_boson("three-level")
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=3)
     on_numpy, _ = run_tempo(model, parameters, 1.0, backend="numpy", unique=True)
     system, bath, rho0 = model
@@ -663,7 +652,7 @@ def window_state(front, sites, count):
 def test_tempo_with_site_levels_agrees_with_numpy(dkmax, monkeypatch):
     """Growing buckets with levels (a window filling up, full memory growing the capacity)."""
     force_site_levels(monkeypatch, (2, 3, 5, 7, 10))
-    model = independent_boson()
+    model = independent_boson("three-level")
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=dkmax)
     on_jax, tempo = run_tempo(
         model, parameters, 1.4, initial_bond=4, chunk=3, unique=True, host_start=False

@@ -13,17 +13,15 @@ import pytest
 import scipy.linalg
 
 import nonmarkov as nm
-from test_tempo import SX, SZ, driven_spin_boson, lindblad_exact, lindblad_problem, pure_state
-
-
-def liouvillian(hamiltonian, gamma, lindblad):
-    """Row-major Liouvillian, written independently of the library."""
-    d = hamiltonian.shape[0]
-    eye = np.eye(d)
-    ada = lindblad.conj().T @ lindblad
-    return -1j * (np.kron(hamiltonian, eye) - np.kron(eye, hamiltonian.T)) + gamma * (
-        np.kron(lindblad, lindblad.conj()) - 0.5 * np.kron(ada, eye) - 0.5 * np.kron(eye, ada.T)
-    )
+from models import (
+    SX,
+    SZ,
+    driven_spin_boson,
+    lindblad_exact,
+    lindblad_problem,
+    liouvillian,
+    pure_state,
+)
 
 
 def rotation(angle, axis):

@@ -34,7 +34,14 @@ import numpy
 import pytest
 
 import nonmarkov as nm
-from models import SX, SZ, ohmic_independent_boson, ohmic_independent_boson_exact, spin_boson
+from models import (
+    SX,
+    SZ,
+    independent_boson,
+    independent_boson_exact,
+    spectral_density,
+    spin_boson,
+)
 from nonmarkov import backends
 from nonmarkov.backends.host import to_backend
 from nonmarkov.engines import chain_engine, window_engine
@@ -189,14 +196,20 @@ def test_a_trace_window_gives_the_exact_independent_boson_coherence(window_kind)
     """Full memory (no host start), epsrel 1e-10, [H_S, S] = 0: exact up to truncation and
     quadrature; the bound of tests/test_tempo.py."""
     alpha, cutoff, dt, steps = 0.2, 4.0, 0.2, 6
-    system, bath, rho0 = ohmic_independent_boson(alpha, cutoff)
+    system, bath, rho0 = independent_boson("ohmic-T0", alpha=alpha, cutoff=cutoff)
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-10)
     problem = trace_problem(system, bath, rho0, parameters, steps)
     states, _, engine = run_trace(window_kind, problem, calls=(2,))
     assert getattr(engine, "host_steps", 0) == 0  # no memory cut: no host start
     states = numpy.concatenate([problem.first_state[None], states])
-    exact = ohmic_independent_boson_exact(
-        rho0, [0.3, -0.3], [0.5, -0.5], alpha, cutoff, dt * numpy.arange(1, steps + 1)
+    exact = independent_boson_exact(
+        rho0,
+        [0.3, -0.3],
+        [0.5, -0.5],
+        spectral_density(alpha, 1.0, cutoff, "exponential"),
+        0.0,
+        dt * numpy.arange(1, steps + 1),
+        60.0 * cutoff,
     )
     closed = rho0[0, 1] * numpy.exp(-0.6j * dt * numpy.arange(1, steps + 1))
     assert numpy.max(numpy.abs(exact[:, 0, 1] - closed)) > 1e-2  # the bath shows

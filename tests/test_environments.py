@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import nonmarkov as nm
-from test_tempo import HADAMARD, SX, SY, SZ, g_and_p, pure_state, spectral_density
+from models import HADAMARD, SX, SY, SZ, g_and_p, pure_state, spectral_density
 
 SILENT = {"progress_type": "silent"}
 DT, STEPS, WC = 0.2, 4, 4.0

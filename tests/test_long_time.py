@@ -17,6 +17,15 @@ import pytest
 import scipy.linalg
 
 import nonmarkov as nm
+from models import (
+    SX,
+    SZ,
+    assert_coherences_match,
+    biased_spin_boson,
+    independent_boson_problem,
+    pure_state,
+    sequential,
+)
 from nonmarkov import UniformProcessTensor, backends
 from nonmarkov.methods.pt_repeated import pt_repeated_block_compute
 from nonmarkov.methods.uniform import (
@@ -24,31 +33,6 @@ from nonmarkov.methods.uniform import (
     compute_uniform_dynamics,
     pt_uniform_compute,
 )
-from test_tempo import (
-    SX,
-    SZ,
-    assert_coherences_match,
-    independent_boson_problem,
-    pure_state,
-)
-
-
-def driven_spin_boson_model():
-    """Biased, driven spin with a diagonal coupling at T > 0."""
-    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.2, 1.0, 4.0, temperature=0.5))
-    system = nm.System(0.5 * SX + 0.3 * SZ)
-    return system, bath, pure_state(1.0, 0.0)
-
-
-def sequential(system, bath, rho0, parameters, num_steps, unique=False):
-    """Reference: sequential PT-TEMPO and compute_dynamics, states (N + 1, d, d)."""
-    pt = nm.PtTempo(bath, 0.0, num_steps * parameters.dt, parameters, unique=unique)
-    return nm.compute_dynamics(
-        system,
-        rho0,
-        process_tensor=pt.get_process_tensor(progress_type="silent"),
-        progress_type="silent",
-    )
 
 
 def long_time_states(system, bath, rho0, parameters, num_steps, unique=False):
@@ -83,7 +67,7 @@ def test_untruncated_equals_sequential_pt_tempo(dkmax, num_steps):
     truncated (bond 3^dkmax at most), so they agree with PT-TEMPO to rounding
     (measured ~1e-14); asserted 1e-10. num_steps < dkmax checks the start block
     alone; num_steps > 2 dkmax the repeating-block PT."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=dkmax)
     reference = sequential(system, bath, rho0, parameters, num_steps)
     by_uniform, by_blocks = long_time_states(system, bath, rho0, parameters, num_steps)
@@ -120,7 +104,7 @@ def test_independent_boson_exact_and_with_memory_cut():
 
 def test_unique_classes_give_the_same_dynamics():
     """unique=True (merged classes) and the full index agree when untruncated."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=2)
     merged, _ = long_time_states(system, bath, rho0, parameters, 6, unique=True)
     full, _ = long_time_states(system, bath, rho0, parameters, 6, unique=False)
@@ -138,7 +122,7 @@ def test_truncated_agrees_within_epsrel_bound():
     1.2e-4 and 1.6e-4; truncation errors add up over the steps); asserted:
     10 epsrel for each and between the two. The truncation must actually act
     (bond below the untruncated 3^3)."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     epsrel, num_steps = 1e-4, 12
     exact = sequential(
         system, bath, rho0, nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=3), num_steps
@@ -227,7 +211,7 @@ def test_long_dynamics_converge_to_steady_state_small():
 
 
 def test_uniform_process_tensor_structure():
-    _, bath, _ = driven_spin_boson_model()
+    _, bath, _ = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=3)
     uniform = pt_uniform_compute(bath, parameters, progress_type="silent", name="u")
     assert isinstance(uniform, UniformProcessTensor)
@@ -260,7 +244,7 @@ def test_a_long_uniform_run_needs_k_plus_one_distinct_steps():
     from nonmarkov.engines.host import HostChainEngine
     from nonmarkov.engines.jax.chain import distinct_steps
 
-    _, bath, _ = driven_spin_boson_model()
+    _, bath, _ = biased_spin_boson()
     uniform = pt_uniform_compute(
         bath, nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3), progress_type="silent"
     )
@@ -276,7 +260,7 @@ def test_numpy_and_jax_agree():
     JAX window (then host work) gives the same dynamics and steady state on
     each backend (1e-10)."""
     pytest.importorskip("jax")
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)
     results = {}
     for name in ("numpy", "jax"):
@@ -294,7 +278,7 @@ def test_numpy_and_jax_agree():
 
 
 def test_uniform_needs_a_memory_cut():
-    _, bath, _ = driven_spin_boson_model()
+    _, bath, _ = biased_spin_boson()
     full_memory = nm.TempoParameters(dt=0.2, epsrel=1e-6)
     with pytest.raises(ValueError, match="memory cut"):
         pt_uniform_compute(bath, full_memory)
@@ -303,7 +287,7 @@ def test_uniform_needs_a_memory_cut():
 
 
 def test_bad_types_and_dimensions():
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=2)
     with pytest.raises(TypeError, match="bath"):
         pt_uniform_compute(0.5 * SZ, parameters)
@@ -338,7 +322,7 @@ def test_pt_tempo_compute_method_repeated_block(tmp_path):
     """pt_tempo_compute(method='repeated_block') gives the repeated-block PT
     (untruncated: the same dynamics as sequential PT-TEMPO to rounding), also
     written to a file; an unknown method is refused before any computation."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.1, dkmax=2, epsrel=1e-13)
     reference = sequential(system, bath, rho0, parameters, 7)
     pt = nm.pt_tempo_compute(
@@ -370,7 +354,7 @@ def test_compute_dynamics_and_correlations_take_a_uniform_pt():
     runs for that PT's length and equals the same run with the uniform PT
     made finite by hand; compute_correlations takes it too. Without
     num_steps or a finite PT it is a clear error."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-8, dkmax=2)
     uniform = pt_uniform_compute(bath, parameters, progress_type="silent")
     reference = compute_uniform_dynamics(system, rho0, 9, uniform, progress_type="silent")

@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 import nonmarkov as nm
+from models import driven_spin_boson
 from nonmarkov.process_tensors.file import FORMAT_VERSION, ProcessTensorFileError
-from test_tempo import driven_spin_boson
 
 PARAMETERS = {"dt": 0.1, "epsrel": 1e-8, "dkmax": 3}
 NUM_STEPS = 12

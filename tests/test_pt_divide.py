@@ -16,9 +16,14 @@ import numpy as np
 import pytest
 
 import nonmarkov as nm
+from models import (
+    SZ,
+    assert_coherences_match,
+    biased_spin_boson,
+    independent_boson_problem,
+    sequential,
+)
 from nonmarkov.methods.pt_divide import pt_divide_and_conquer_compute
-from test_long_time import driven_spin_boson_model, sequential
-from test_tempo import SZ, assert_coherences_match, independent_boson_problem
 
 
 def divide(bath, parameters, num_steps, unique=False):
@@ -49,7 +54,7 @@ def test_untruncated_equals_sequential_pt_tempo(dkmax, num_steps, unique):
     to rounding (measured 1e-15..1e-13; asserted 1e-10). The cases cover one
     step, full memory (K = N - 1), a cut shorter and longer than the run, N a
     power of two and not (blocks of several sizes joined), merged classes."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=dkmax)
     reference = sequential(system, bath, rho0, parameters, num_steps, unique=unique)
     pt = divide(bath, parameters, num_steps, unique=unique)
@@ -78,7 +83,7 @@ def test_truncated_error_is_set_by_epsrel():
     result the error is of order epsrel like sequential PT-TEMPO's (measured
     about 1e-4 and 1e-6); asserted 10 epsrel, and the truncation must act
     (bond below the untruncated 3^3 = 27)."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     num_steps = 12
     exact = sequential(
         system, bath, rho0, nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=3), num_steps
@@ -97,7 +102,7 @@ def test_usable_like_any_process_tensor(tmp_path):
     1e-10), the exported file gives the same dynamics (1e-12) and keeps
     how the PT was made, and
     ``pt_tempo_compute(method='divide_and_conquer')`` is this method."""
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-13, dkmax=2)
     num_steps = 6
     pt = nm.pt_tempo_compute(
@@ -126,7 +131,7 @@ def test_usable_like_any_process_tensor(tmp_path):
 
 
 def test_bad_input():
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=2)
     with pytest.raises(TypeError, match="bath"):
         pt_divide_and_conquer_compute("bath", 0.0, 1.0, parameters)
@@ -168,7 +173,7 @@ def test_file_target_checked_before_the_work(tmp_path, monkeypatch):
     automatic temporary name; the file holds the same PT."""
     import nonmarkov.methods.pt_divide
 
-    system, bath, rho0 = driven_spin_boson_model()
+    system, bath, rho0 = biased_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-10, dkmax=2)
     filename = tmp_path / "exists.hdf5"
     filename.write_bytes(b"")

@@ -4,7 +4,7 @@ Physics checks: the independent-boson model (exact), agreement with TEMPO on
 the driven spin-boson model (full memory and a memory cut), degenerate
 couplings (``unique``), a non-diagonal coupling against the rotated problem,
 several baths (two process tensors), NumPy vs JAX. The exact solution and
-the models are shared with ``test_tempo.py``.
+the models are those of ``test_tempo.py``, from ``models.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import nonmarkov as nm
-from nonmarkov import backends
-from test_tempo import (
+from models import (
     HADAMARD,
     INDEPENDENT_BOSON_MODELS,
     SX,
@@ -27,6 +26,7 @@ from test_tempo import (
     pure_state,
     spectral_density,
 )
+from nonmarkov import backends
 
 
 def pt_dynamics(system, bath, rho0, parameters, end_time, unique=False):

@@ -5,7 +5,7 @@
   picture, quantum regression for the Lindblad case).
 - Independent-boson model: two- and three-time correlations of coherence
   operators against the exact Gaussian path sum (formula in
-  :func:`independent_boson_correlation`).
+  :func:`models.independent_boson_correlation`).
 - Conventions of the times and of ``time_order`` (shape, NaN pattern, times),
   stated as rules, on a tiny grid.
 - Several environments: two half-strength baths equal one bath; baths that act
@@ -22,25 +22,22 @@ import pytest
 import scipy.linalg
 
 import nonmarkov as nm
+from models import (
+    SIGMA_MINUS,
+    SX,
+    SY,
+    SZ,
+    g_and_p,
+    independent_boson_correlation,
+    liouvillian,
+    pure_state,
+    spectral_density,
+)
+from models import independent_boson as independent_boson_model
 from nonmarkov.methods.correlations import compute_correlations, compute_correlations_nt
-from test_tempo import SX, SY, SZ, g_and_p, pure_state, spectral_density
 
-SIGMA_MINUS = np.array([[0.0, 0.0], [1.0, 0.0]], dtype=complex)
 SIGMA_PLUS = SIGMA_MINUS.T.copy()
 SILENT = {"progress_type": "silent"}
-
-
-def liouvillian(hamiltonian, gamma=0.0, lindblad=None):
-    """Row-major Liouvillian -i[H, .] + gamma D[L], written here."""
-    d = hamiltonian.shape[0]
-    eye = np.eye(d)
-    generator = -1j * (np.kron(hamiltonian, eye) - np.kron(eye, hamiltonian.T))
-    if lindblad is not None:
-        ada = lindblad.conj().T @ lindblad
-        generator = generator + gamma * (
-            np.kron(lindblad, lindblad.conj()) - 0.5 * np.kron(ada, eye) - 0.5 * np.kron(eye, ada.T)
-        )
-    return generator
 
 
 def regression_chain(generator, rho0, operators, sides, times):
@@ -164,63 +161,6 @@ def test_lindblad_two_and_three_time_equal_quantum_regression():
 # --------------------------------------------------------------------------
 
 
-def independent_boson_correlation(rho0, energies, couplings, phi, operators, sides, times):
-    """Exact n-time correlation of the independent-boson model (Gaussian bath, S diagonal).
-
-    Between operator times tau_0 = 0 <= tau_1 <= ... <= tau_n the Liouville
-    index is constant, (a_j, b_j) on interval I_j = [tau_{j-1}, tau_j]; an
-    operator from the left changes a (weight O[a', a]), from the right b
-    (weight O[b, b']); the final trace weights O_n[b_n, a_n]. Each path gets
-    the system phase prod_j exp(-i (E_{a_j} - E_{b_j}) |I_j|) and the exact
-    Feynman-Vernon factor
-
-        exp(-sum_{l <= j} (s_{a_j} - s_{b_j}) [Q_jl s_{a_l} - conj(Q_jl) s_{b_l}]),
-
-    Q_jl = int_{I_j} dt int_{I_l, t' < t} dt' C(t - t'). With
-    Phi(u) = int_0^u dt int_0^t dt' C(t - t') = G(u) - i P(u) (G, P of
-    DESIGN.md section 1): Q_jj = Phi(|I_j|) and, for l < j,
-    Q_jl = Phi(tau_j - tau_{l-1}) + Phi(tau_{j-1} - tau_l) - Phi(tau_j - tau_l)
-    - Phi(tau_{j-1} - tau_{l-1}). For one interval this is the coherence
-    factor exp(-(s_a - s_b)^2 G + i (s_a^2 - s_b^2) P) of DESIGN.md; for
-    several it is the product of such phase and cumulant factors over the
-    interval pairs.
-    """
-    d = len(energies)
-    tau = [0.0] + list(times)
-    n = len(operators)
-    q = np.zeros((n, n), dtype=complex)
-    for j in range(1, n + 1):
-        q[j - 1, j - 1] = phi(tau[j] - tau[j - 1])
-        for l_ in range(1, j):
-            q[j - 1, l_ - 1] = (
-                phi(tau[j] - tau[l_ - 1])
-                + phi(tau[j - 1] - tau[l_])
-                - phi(tau[j] - tau[l_])
-                - phi(tau[j - 1] - tau[l_ - 1])
-            )
-    total = 0.0j
-    for path in itertools.product(range(d * d), repeat=n):
-        a = [p // d for p in path]
-        b = [p % d for p in path]
-        weight = rho0[a[0], b[0]] * operators[-1][b[-1], a[-1]]
-        for j in range(n - 1):
-            op = operators[j]
-            if sides[j] == "left":
-                weight *= op[a[j + 1], a[j]] if b[j + 1] == b[j] else 0.0
-            else:
-                weight *= op[b[j], b[j + 1]] if a[j + 1] == a[j] else 0.0
-        if weight == 0.0:
-            continue
-        exponent = 0.0j
-        for j in range(n):
-            exponent -= 1j * (energies[a[j]] - energies[b[j]]) * (tau[j + 1] - tau[j])
-            x = couplings[a[j]] - couplings[b[j]]
-            for l_ in range(j + 1):
-                exponent -= x * (q[j, l_] * couplings[a[l_]] - np.conj(q[j, l_]) * couplings[b[l_]])
-        total += weight * np.exp(exponent)
-    return total
-
-
 @pytest.fixture(scope="module")
 def independent_boson():
     """Model, exact Phi on the grid, and a full-memory PT (dt=0.2, 5 steps, epsrel 1e-11)."""
@@ -235,13 +175,16 @@ def independent_boson():
     def phi(u):
         return phi_values[int(round(u / dt))]
 
-    bath = nm.Bath(
-        np.diag(couplings).astype(complex), nm.PowerLawSD(alpha, 1.0, wc, temperature=temperature)
+    system, bath, rho0 = independent_boson_model(
+        "ohmic-T1",
+        alpha=alpha,
+        cutoff=wc,
+        temperature=temperature,
+        energies=energies,
+        couplings=couplings,
     )
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-11)  # full memory
     pt = nm.PtTempo(bath, 0.0, steps * dt, parameters).get_process_tensor(**SILENT)
-    system = nm.System(np.diag(energies).astype(complex))
-    rho0 = pure_state(0.8, 0.6 * np.exp(0.4j))
     return system, pt, rho0, energies, couplings, phi, dt, steps
 
 

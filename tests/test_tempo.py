@@ -1,6 +1,6 @@
 """Tests of TEMPO (``Tempo``, ``tempo_compute``) and ``guess_tempo_parameters``.
 
-Physics checks: the independent-boson model (exact solution computed here
+Physics checks: the independent-boson model (exact solution in ``models.py``,
 with ``scipy.integrate.quad``, independently of the library), Lindblad-only
 dynamics with a zero-coupling bath, degenerate couplings (``unique``), a
 non-diagonal coupling operator against the rotated problem, NumPy vs JAX.
@@ -14,120 +14,24 @@ import math
 
 import numpy as np
 import pytest
-import scipy.integrate
 import scipy.linalg
 
 import nonmarkov as nm
+from models import (
+    HADAMARD,
+    INDEPENDENT_BOSON_MODELS,
+    SIGMA_MINUS,
+    SX,
+    SZ,
+    assert_coherences_match,
+    degenerate_three_level,
+    driven_spin_boson,
+    independent_boson_problem,
+    lindblad_exact,
+    lindblad_problem,
+    pure_state,
+)
 from nonmarkov import backends
-
-SX = np.array([[0.0, 1.0], [1.0, 0.0]], dtype=complex)
-SY = np.array([[0.0, -1.0j], [1.0j, 0.0]], dtype=complex)
-SZ = np.array([[1.0, 0.0], [0.0, -1.0]], dtype=complex)
-SIGMA_MINUS = np.array([[0.0, 0.0], [1.0, 0.0]], dtype=complex)  # |0> (sz=+1) -> |1>
-HADAMARD = np.array([[1.0, 1.0], [1.0, -1.0]], dtype=complex) / math.sqrt(2.0)
-
-
-# --------------------------------------------------------------------------
-# helpers (independent of the library)
-# --------------------------------------------------------------------------
-
-
-def pure_state(*amplitudes: complex) -> np.ndarray:
-    """|psi><psi| of the normalised vector ``amplitudes``."""
-    psi = np.asarray(amplitudes, dtype=complex)
-    psi = psi / np.linalg.norm(psi)
-    return np.outer(psi, psi.conj())
-
-
-def spectral_density(alpha: float, zeta: float, wc: float, cutoff_type: str):
-    """J(w) = 2 alpha w^zeta wc^(1-zeta) X(w), written out here."""
-    if cutoff_type == "exponential":
-        return lambda w: 2.0 * alpha * w**zeta * wc ** (1.0 - zeta) * math.exp(-w / wc)
-    if cutoff_type == "gaussian":
-        return lambda w: 2.0 * alpha * w**zeta * wc ** (1.0 - zeta) * math.exp(-((w / wc) ** 2))
-    raise ValueError(cutoff_type)
-
-
-def g_and_p(j_function, temperature: float, t: float, upper: float) -> tuple[float, float]:
-    """G(t) = int J coth(w/2T) (1 - cos wt)/w^2 dw, P(t) = int J (wt - sin wt)/w^2 dw."""
-    if t == 0.0:
-        return 0.0, 0.0
-
-    def coth(w):
-        return 1.0 / math.tanh(w / (2.0 * temperature)) if temperature > 0 else 1.0
-
-    def g_integrand(w):
-        return j_function(w) * coth(w) * 2.0 * math.sin(0.5 * w * t) ** 2 / w**2
-
-    def p_integrand(w):
-        x = w * t
-        small = x**3 / 6.0 - x**5 / 120.0
-        return j_function(w) * (small if x < 1e-3 else x - math.sin(x)) / w**2
-
-    kwargs = {"limit": 500, "epsabs": 1e-14, "epsrel": 1e-12}
-    g = scipy.integrate.quad(g_integrand, 0.0, upper, **kwargs)[0]
-    p = scipy.integrate.quad(p_integrand, 0.0, upper, **kwargs)[0]
-    return g, p
-
-
-def independent_boson_exact(rho0, energies, couplings, j_function, temperature, times, upper):
-    """rho_nm(t) = rho_nm(0) e^{-i(E_n-E_m)t} e^{-(s_n-s_m)^2 G(t) + i(s_n^2-s_m^2) P(t)}."""
-    energies = np.asarray(energies, dtype=float)
-    s = np.asarray(couplings, dtype=float)
-    de = np.subtract.outer(energies, energies)
-    ds2 = np.subtract.outer(s, s) ** 2
-    dsq = np.subtract.outer(s**2, s**2)
-    states = []
-    for t in times:
-        g, p = g_and_p(j_function, temperature, float(t), upper)
-        states.append(rho0 * np.exp(-1j * de * t) * np.exp(-ds2 * g + 1j * dsq * p))
-    return np.array(states)
-
-
-# independent-boson models: (alpha, zeta, wc, cutoff_type, T, E_n, s_n, dt, steps)
-INDEPENDENT_BOSON_MODELS = {
-    "ohmic-T0": (0.2, 1.0, 4.0, "exponential", 0.0, [0.3, -0.3], [0.5, -0.5], 0.2, 6),
-    "ohmic-T1": (0.2, 1.0, 4.0, "exponential", 1.0, [0.3, -0.3], [0.5, -0.5], 0.2, 6),
-    "superohmic-gaussian": (0.2, 3.0, 3.0, "gaussian", 0.5, [0.3, -0.3], [0.5, -0.5], 0.2, 6),
-    "three-level": (0.1, 1.0, 4.0, "exponential", 0.0, [0.4, 0.0, -0.7], [1.0, 0.0, -0.5], 0.2, 4),
-}
-
-
-def independent_boson_problem(key: str):
-    """(system, bath, rho0, parameters, end_time, exact states at t_k, closed-system states)."""
-    alpha, zeta, wc, cutoff_type, temperature, energies, s, dt, steps = INDEPENDENT_BOSON_MODELS[
-        key
-    ]
-    correlations = nm.PowerLawSD(alpha, zeta, wc, cutoff_type=cutoff_type, temperature=temperature)
-    system = nm.System(np.diag(energies).astype(complex))
-    bath = nm.Bath(np.diag(s).astype(complex), correlations)
-    rho0 = (
-        pure_state(1.0, 0.8 * np.exp(0.3j), 0.6 * np.exp(-1.1j))
-        if len(s) == 3
-        else pure_state(0.8, 0.6 * np.exp(0.4j))
-    )
-    parameters = nm.TempoParameters(dt=dt, epsrel=1e-10)  # full memory
-    times = dt * np.arange(steps + 1)
-    upper = (60.0 if cutoff_type == "exponential" else 10.0) * wc
-    exact = independent_boson_exact(
-        rho0, energies, s, spectral_density(alpha, zeta, wc, cutoff_type), temperature, times, upper
-    )
-    closed = independent_boson_exact(rho0, energies, s, lambda w: 0.0, temperature, times, upper)
-    return system, bath, rho0, parameters, steps * dt, exact, closed
-
-
-def assert_coherences_match(states, exact, closed, bound):
-    """Modulus and phase of every off-diagonal element agree with ``exact``."""
-    d = exact.shape[1]
-    off = ~np.eye(d, dtype=bool)
-    numeric, expected = states[:, off], exact[:, off]
-    # the bath changes the coherences visibly, so agreement is not trivial
-    assert np.max(np.abs(expected - closed[:, off])) > 1e-2
-    np.testing.assert_allclose(np.abs(numeric), np.abs(expected), rtol=0, atol=bound)
-    phase_error = np.angle(numeric[1:] / expected[1:])
-    np.testing.assert_allclose(phase_error * np.abs(expected[1:]), 0.0, atol=bound)
-    np.testing.assert_allclose(states, exact, rtol=0, atol=bound)
-
 
 # --------------------------------------------------------------------------
 # independent-boson model
@@ -150,21 +54,6 @@ def test_tempo_independent_boson_exact(key):
 # --------------------------------------------------------------------------
 
 
-def lindblad_problem():
-    omega, gamma = 1.3, 0.7
-    system = nm.System(0.5 * omega * SZ, gammas=[gamma], lindblad_operators=[SIGMA_MINUS])
-    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.0, 1.0, 4.0))
-    rho0 = pure_state(0.8, 0.6 * np.exp(0.5j))
-    return omega, gamma, system, bath, rho0
-
-
-def lindblad_exact(omega, gamma, rho0, times):
-    """Excited population e^{-gamma t}, coherence e^{-gamma t/2 - i omega t}."""
-    excited = rho0[0, 0] * np.exp(-gamma * times)
-    coherence = rho0[0, 1] * np.exp(-0.5 * gamma * times - 1j * omega * times)
-    return excited, coherence
-
-
 def test_tempo_lindblad_zero_coupling_is_exact():
     omega, gamma, system, bath, rho0 = lindblad_problem()
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=3)
@@ -179,32 +68,6 @@ def test_tempo_lindblad_zero_coupling_is_exact():
 # --------------------------------------------------------------------------
 # degenerate coupling (unique) and a non-diagonal coupling operator
 # --------------------------------------------------------------------------
-
-
-def degenerate_three_level():
-    """S = R diag(1, 0, 0) R^T (degenerate, non-diagonal), H not commuting with S."""
-    angle_1, angle_2 = 0.4, 0.9
-    r1 = np.array(
-        [
-            [math.cos(angle_1), -math.sin(angle_1), 0.0],
-            [math.sin(angle_1), math.cos(angle_1), 0.0],
-            [0.0, 0.0, 1.0],
-        ]
-    )
-    r2 = np.array(
-        [
-            [1.0, 0.0, 0.0],
-            [0.0, math.cos(angle_2), -math.sin(angle_2)],
-            [0.0, math.sin(angle_2), math.cos(angle_2)],
-        ]
-    )
-    rotation = r1 @ r2
-    coupling = rotation @ np.diag([1.0, 0.0, 0.0]) @ rotation.T
-    hamiltonian = np.array([[0.5, 0.3, 0.0], [0.3, 0.0, 0.2j], [0.0, -0.2j, -0.4]])
-    system = nm.System(hamiltonian)
-    bath = nm.Bath(coupling, nm.PowerLawSD(0.2, 1.0, 3.0, temperature=0.5))
-    rho0 = pure_state(1.0, 0.5j, 0.3)
-    return system, bath, rho0
 
 
 def test_tempo_unique_agrees_with_full_index():
@@ -248,13 +111,6 @@ def test_tempo_non_diagonal_coupling_equals_rotated_problem():
 # --------------------------------------------------------------------------
 # behaviour: continuation, get_dynamics, one-call form
 # --------------------------------------------------------------------------
-
-
-def driven_spin_boson(alpha=0.2, temperature=0.0):
-    system = nm.System(0.5 * SX)
-    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(alpha, 1.0, 4.0, temperature=temperature))
-    rho0 = pure_state(1.0, 0.0)
-    return system, bath, rho0
 
 
 def test_tempo_compute_continues_exactly():
