@@ -33,10 +33,11 @@ PRX 14, 011010 (2024)), and an end vector.
 Untruncated (tiny epsrel) this reproduces sequential PT-TEMPO with the same
 memory cut to rounding.
 
-On the JAX backend the 2K window steps of the build run as the compiled
-PT-TEMPO kernel (:class:`nonmarkov.engines.jax.window.CompiledWindow`); the rest of
-the build (Schmidt cut, overlaps, the non-symmetric eigensolver) runs on the
-host. The dynamics and the steady state run on the active backend.
+The 2K window steps of the build run on the window engine of the active
+backend (:mod:`nonmarkov.engines`); the rest of the build (Schmidt cut,
+overlaps, the non-symmetric eigensolver) runs on the host. The dynamics runs
+on the chain engine; the steady state builds its transfer matrix on the active
+backend and finds its eigenvector on the host.
 """
 
 from __future__ import annotations
