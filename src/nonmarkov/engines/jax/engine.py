@@ -114,6 +114,8 @@ class JaxWindowEngine:
         self, propagators: Sequence[tuple[Any, Any]]
     ) -> tuple[default_np.ndarray, list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
+        if self._spec.oldest != "trace":
+            raise ValueError("advance needs a 'trace' window; use advance_finalize")
         readouts: list[Any] = []
         ranks: list[int] = []
         if self._host_phase() and propagators:
@@ -131,6 +133,8 @@ class JaxWindowEngine:
 
     def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
+        if self._spec.oldest != "finalize":
+            raise ValueError("advance_finalize needs a 'finalize' window; use advance")
         finalised: list[tuple[Any, float]] = []
         ranks: list[int] = []
         if self._host_phase() and num_steps > 0:
