@@ -95,3 +95,26 @@ def test_public_names_are_listed_in_all():
     assert sorted(set(nonmarkov.__all__)) == sorted(nonmarkov.__all__)
     for name in nonmarkov.__all__:
         assert hasattr(nonmarkov, name), name
+
+
+def test_oqupy_module_paths_are_attributes_of_the_package():
+    """``import nonmarkov as oqupy`` scripts use ``oqupy.tempo.Tempo`` and the like
+    without importing the submodule."""
+    paths = {
+        "operators": ["sigma", "spin_dm", "left_super"],
+        "system": ["System", "TimeDependentSystem"],
+        "bath": ["Bath"],
+        "correlations": ["BaseCorrelations", "PowerLawSD", "CustomSD", "CustomCorrelations"],
+        "control": ["Control"],
+        "tempo": ["Tempo", "TempoParameters", "guess_tempo_parameters", "tempo_compute"],
+        "pt_tempo": ["PtTempo", "pt_tempo_compute"],
+        "process_tensor": ["SimpleProcessTensor", "FileProcessTensor", "import_process_tensor"],
+        "dynamics": ["Dynamics", "compute_dynamics"],
+        "helpers": [],
+    }
+    for module, names in paths.items():
+        submodule = getattr(nonmarkov, module)
+        for name in names:
+            assert hasattr(submodule, name), f"nonmarkov.{module}.{name}"
+            if hasattr(nonmarkov, name):  # the same object as the top-level name
+                assert getattr(submodule, name) is getattr(nonmarkov, name)

@@ -9,9 +9,17 @@ the module paths scripts import, re-exporting the real code.
 """
 
 from . import backends as backends
+from . import bath as bath
+from . import control as control
+from . import correlations as correlations
+from . import dynamics as dynamics
 from . import helpers as helpers
 from . import operators as operators
 from . import options as options
+from . import process_tensor as process_tensor
+from . import pt_tempo as pt_tempo
+from . import system as system
+from . import tempo as tempo
 from ._version import __version__ as __version__
 from .io.results import Dynamics as Dynamics
 from .io.results import import_dynamics as import_dynamics
@@ -63,21 +71,29 @@ __all__ = [
     "UniformProcessTensor",
     "__version__",
     "backends",
+    "bath",
     "compute_correlations",
     "compute_correlations_nt",
     "compute_dynamics",
     "compute_steady_state",
     "compute_uniform_dynamics",
+    "control",
+    "correlations",
+    "dynamics",
     "guess_tempo_parameters",
     "helpers",
     "import_dynamics",
     "import_process_tensor",
     "operators",
     "options",
+    "process_tensor",
     "pt_divide_and_conquer_compute",
     "pt_repeated_block_compute",
+    "pt_tempo",
     "pt_tempo_compute",
     "pt_uniform_compute",
     "set_default_options",
+    "system",
+    "tempo",
     "tempo_compute",
 ]
