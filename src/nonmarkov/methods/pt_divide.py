@@ -176,18 +176,22 @@ def pt_divide_and_conquer_compute(
     ):
         power = doubler.column()
         progress.update()
-        result = power if num_steps & 1 else None
-        for p in range(1, levels):
-            power = doubler.combine(power, power)
-            progress.set_postfix(bond=doubler.max_bond)
-            progress.update()
-            if num_steps >> p & 1:
+        result: _Block | None = None  # the blocks of the lower binary digits, joined
+        for p in range(levels):
+            if p:
+                power = doubler.combine(power, power)
+                progress.set_postfix(bond=doubler.max_bond)
+                progress.update()
+            if p < levels - 1 and num_steps >> p & 1:
                 # blocks are alike wherever they sit: the larger one goes first
                 result = power if result is None else doubler.combine(power, result)
                 if result is not power:
                     progress.update()
-        assert result is not None  # num_steps >= 1 has a highest binary digit
-        chain, log_scale = doubler.close(result)
+        # the highest binary digit is always set: its block goes first
+        if result is not None:
+            power = doubler.combine(power, result)
+            progress.update()
+        chain, log_scale = doubler.close(power)
     to_eigen, from_eigen = influence.liouville_transforms()
     metadata = process_tensor_metadata(
         "pt_divide_and_conquer_compute", bath, parameters, start_time, end_time, num_steps, unique

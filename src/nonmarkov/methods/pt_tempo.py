@@ -130,16 +130,17 @@ class PtTempo:
 
     def compute(self, progress_type: str | None = None) -> None:
         """Run PT-TEMPO (once; later calls do nothing)."""
-        progress_type = check_progress_type(progress_type)
-        if self._process_tensor is not None:
-            return
+        self.get_process_tensor(progress_type)
+
+    def _build(self, progress_type: str) -> BaseProcessTensor:
+        """Run PT-TEMPO into the target; the finished process tensor."""
         sink = _StepSink(self._open_target())
         try:
             self._run(sink, progress_type)
         except BaseException:
             sink.abort()
             raise
-        self._process_tensor = sink.close()
+        return sink.close()
 
     def _open_target(self) -> SimpleProcessTensor | FileProcessTensor:
         """An empty process tensor (in memory, or a file being written) for the steps."""
@@ -197,9 +198,9 @@ class PtTempo:
         :class:`~nonmarkov.FileProcessTensor` open for reading if
         ``process_tensor_file`` was given.
         """
+        progress_type = check_progress_type(progress_type)
         if self._process_tensor is None:
-            self.compute(progress_type=progress_type)
-        assert self._process_tensor is not None  # compute() sets it or raises
+            self._process_tensor = self._build(progress_type)
         return self._process_tensor
 
 
