@@ -134,20 +134,20 @@ def test_control_equals_manual_propagation(post, use_time):
     no_pt = nm.compute_dynamics(
         system, rho0, dt=dt, num_steps=num_steps, control=control, progress_type="silent"
     )
-    # manual: rho_{j+1} = expm(L dt) rho_j, with U . U^dag before step k (pre) or
-    # at the end of step k (post)
+    # manual: rho_{j+1} = expm(L dt) rho_j, with U . U^dag at t_k before rho(t_k) is
+    # recorded (pre) or after it, before the step to t_{k+1} (post)
     step = scipy.linalg.expm(
         liouvillian(0.5 * omega * SZ, gamma, np.array([[0.0, 0.0], [1.0, 0.0]], dtype=complex)) * dt
     )
     rho = rho0.copy()
-    expected = [rho]
-    for j in range(num_steps):
+    expected = []
+    for j in range(num_steps + 1):
         if j == k and not post:
             rho = unitary @ rho @ unitary.conj().T
-        rho = (step @ rho.reshape(-1)).reshape(2, 2)
+        expected.append(rho)
         if j == k and post:
             rho = unitary @ rho @ unitary.conj().T
-        expected.append(rho)
+        rho = (step @ rho.reshape(-1)).reshape(2, 2)
     expected = np.array(expected)
     np.testing.assert_allclose(no_pt.states, expected, atol=1e-12)
     np.testing.assert_allclose(with_pt.states, expected, atol=1e-12)
@@ -168,14 +168,14 @@ def test_identity_control_changes_nothing(bath_pt):
     np.testing.assert_allclose(controlled.states, plain.states, rtol=0, atol=1e-13)
 
 
-def test_pre_control_at_k_equals_post_control_at_k_minus_1(bath_pt):
+def test_pre_and_post_control_at_k_differ_only_at_t_k(bath_pt):
     system, _, rho0 = driven_spin_boson()
     k = 2
     unitary = rotation(1.1, SX)
     superop = np.kron(unitary, unitary.conj())
     pre, post = nm.Control(2), nm.Control(2)
     pre.add_single(k, superop)
-    post.add_single(k - 1, superop, post=True)
+    post.add_single(k, superop, post=True)
     dyn_pre = nm.compute_dynamics(
         system, rho0, process_tensor=bath_pt, control=pre, progress_type="silent"
     )
@@ -184,18 +184,18 @@ def test_pre_control_at_k_equals_post_control_at_k_minus_1(bath_pt):
     )
     others = [j for j in range(len(dyn_pre)) if j != k]
     np.testing.assert_allclose(dyn_pre.states[others], dyn_post.states[others], rtol=0, atol=1e-12)
-    # at t_k the post variant records the state after the control, the pre variant before it
+    # at t_k the pre variant records the state after the control, the post variant before it
     np.testing.assert_allclose(
-        dyn_post.states[k], unitary @ dyn_pre.states[k] @ unitary.conj().T, atol=1e-7
+        dyn_pre.states[k], unitary @ dyn_post.states[k] @ unitary.conj().T, atol=1e-7
     )
     plain = nm.compute_dynamics(system, rho0, process_tensor=bath_pt, progress_type="silent")
-    np.testing.assert_allclose(dyn_pre.states[: k + 1], plain.states[: k + 1], atol=1e-13)
-    assert np.max(np.abs(dyn_pre.states[k + 1 :] - plain.states[k + 1 :])) > 1e-2
+    np.testing.assert_allclose(dyn_post.states[: k + 1], plain.states[: k + 1], atol=1e-13)
+    assert np.max(np.abs(dyn_post.states[k + 1 :] - plain.states[k + 1 :])) > 1e-2
 
 
 def test_control_rejects_bad_input():
     control = nm.Control(2)
-    with pytest.raises(ValueError, match="control_operator"):
+    with pytest.raises(ValueError, match="control_operation"):
         control.add_single(0, np.eye(2))
     with pytest.raises(TypeError, match="time"):
         control.add_single("soon", np.eye(4))

@@ -49,6 +49,7 @@ from nonmarkov.engines.base import ChainRun, WindowSpec
 from nonmarkov.engines.host import HostChainEngine, HostWindowEngine
 from nonmarkov.influence import DiscretisedInfluence
 from nonmarkov.kernels.chain import close_bonds
+from nonmarkov.methods.dynamics import chain_controls
 from nonmarkov.methods.pt_tempo import first_point, pt_window_spec
 
 # --------------------------------------------------------------------------
@@ -355,14 +356,14 @@ def chain_case(constant: bool, controlled: bool):
 
 
 def chain_run(system, control, process_tensors, record_all, counted):
+    initial_control, controls = chain_controls(control, CHAIN_DT, 0.0)
+    initial = spin_boson()[2].reshape(-1)
     return ChainRun(
-        initial=spin_boson()[2].reshape(-1),
+        initial=initial if initial_control is None else initial_control @ initial,
         num_steps=CHAIN_STEPS,
         propagators=system.get_propagators(CHAIN_DT, 0.0),
         constant_propagators=isinstance(system, nm.System),
-        controls=None
-        if control is None
-        else (lambda step: control.get_controls(step, CHAIN_DT, 0.0)),
+        controls=controls,
         process_tensors=process_tensors,
         record_all=record_all,
         on_step=counted.append,
@@ -421,9 +422,9 @@ def test_chain_steps_by_hand_equal_the_run(chain_kind, two_process_tensors, cons
         state = to_backend(numpy.asarray(run.initial).reshape(1, 1, 4))
         readouts = []
         for step in range(CHAIN_STEPS):
-            pre, post = (None, None) if control is None else run.controls(step)
+            before, after = (None, None) if control is None else run.controls(step)
             first, second = run.propagators(step)
-            state = engine.step(state, step, first, second, prepared, pre, post)
+            state = engine.step(state, step, first, second, prepared, before, after)
             vector = close_bonds(state, [pt.cap(step) for pt in prepared])
             readouts.append(numpy.asarray(vector).reshape(-1))
     numpy.testing.assert_allclose(numpy.asarray(readouts), expected, rtol=0, atol=1e-12)

@@ -562,21 +562,29 @@ def test_compute_correlations_nt_rejects_bad_input(change, error, match):
         compute_correlations_nt(system, None, **arguments)
 
 
-def test_correlations_with_control_match_manual_propagation():
-    """A control before step 1 acts on rho(t_1) after an operator at t_1."""
+@pytest.mark.parametrize("post", [False, True], ids=["pre", "post"])
+def test_correlations_with_control_match_manual_propagation(post):
+    """A control at step 1 acts on rho(t_1) before an operator at t_1 (pre) or after it
+    (post)."""
     system, kwargs = tiny_case(start_time=0.0)
     rotation = scipy.linalg.expm(-0.5j * 0.9 * SY)
     control = nm.Control(2)
-    control.add_single(1, np.kron(rotation, rotation.conj()))
+    control.add_single(1, np.kron(rotation, rotation.conj()), post=post)
     _, values = compute_correlations(system, None, A_OP, B_OP, [0, 1], 3, control=control, **kwargs)
     generator = liouvillian(HAMILTONIAN)
 
     def evolve(rho, t):
         return (scipy.linalg.expm(generator * t) @ rho.reshape(-1)).reshape(2, 2)
 
-    after_a = [evolve(A_OP @ RHO0, 0.1), A_OP @ evolve(RHO0, 0.1)]  # at t_1, A at t_0 or t_1
-    for i, rho in enumerate(after_a):
-        expected = np.trace(B_OP @ evolve(rotation @ rho @ rotation.conj().T, 0.2))
+    def kick(rho):
+        return rotation @ rho @ rotation.conj().T
+
+    at_t1 = [  # the state at t_1 after the control, A at t_0 or t_1
+        kick(evolve(A_OP @ RHO0, 0.1)),
+        kick(A_OP @ evolve(RHO0, 0.1)) if post else A_OP @ kick(evolve(RHO0, 0.1)),
+    ]
+    for i, rho in enumerate(at_t1):
+        expected = np.trace(B_OP @ evolve(rho, 0.2))
         assert values[i, 0] == pytest.approx(expected, abs=1e-12)
     _, plain = compute_correlations(system, None, A_OP, B_OP, [0, 1], 3, **kwargs)
     assert np.max(np.abs(plain - values)) > 1e-2

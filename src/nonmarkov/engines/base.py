@@ -133,8 +133,12 @@ class PreparedProcessTensor(Protocol):
 class ChainRun:
     """A whole propagation of a state through process-tensor steps (host arrays).
 
-    Step k: pre-control, ``propagators(k)[0]`` (first half step), each process
-    tensor's step k in its own basis, ``propagators(k)[1]``, post-control.
+    Step k takes the state from t_k to t_{k+1}: ``controls(k)[0]`` (the control
+    before the propagation), ``propagators(k)[0]`` (first half step), each
+    process tensor's step k in its own basis, ``propagators(k)[1]``, then
+    ``controls(k)[1]`` (the control after the propagation); the read-out after
+    step k is the state at t_{k+1}. (How a :class:`~nonmarkov.Control`'s pre-
+    and post-controls map onto these: :func:`nonmarkov.methods.dynamics.chain_controls`.)
 
     Parameters
     ----------
@@ -142,7 +146,9 @@ class ChainRun:
     num_steps : number of steps N.
     propagators : ``propagators(k)`` -> (first, second), (d^2, d^2) each.
     constant_propagators : whether they are the same at every step.
-    controls : ``controls(k)`` -> (pre, post), each (d^2, d^2) or None; or None.
+    controls : ``controls(k)`` -> (before, after), the superoperators applied
+        before and after the propagation of step k, each (d^2, d^2) or None;
+        or None (no controls at all).
     process_tensors : the process tensors (each of at least N steps).
     record_all : read out after every step (else after the last only).
     on_step : called with the number of steps done since the last call (progress).
@@ -178,11 +184,13 @@ class ChainEngine(Protocol):
         first: Any,
         second: Any,
         prepared: Sequence[PreparedProcessTensor],
-        pre: Any = None,
-        post: Any = None,
+        before: Any = None,
+        after: Any = None,
     ) -> Any:
         """Take ``state`` (bonds..., [batch,] d^2), on the engine's backend, from
-        t_step to t_step+1; ``first``/``second``/``pre``/``post`` host arrays."""
+        t_step to t_step+1: ``before`` (if not None), ``first``, the process
+        tensors' step, ``second``, ``after`` (if not None); all four (d^2, d^2)
+        host arrays."""
 
 
 class LastArguments:

@@ -223,9 +223,9 @@ class HostChainEngine:
 
     def __init__(self, options: EngineOptions | None = None):
         self._controls = LastArguments(
-            lambda pre, post: (
-                None if pre is None else to_backend(pre),
-                None if post is None else to_backend(post),
+            lambda before, after: (
+                None if before is None else to_backend(before),
+                None if after is None else to_backend(after),
             )
         )
         self._propagators = LastArguments(
@@ -245,22 +245,24 @@ class HostChainEngine:
         first: Any,
         second: Any,
         prepared: Sequence[PreparedProcessTensor],
-        pre: Any = None,
-        post: Any = None,
+        before: Any = None,
+        after: Any = None,
     ) -> Any:
-        """See :meth:`~nonmarkov.engines.base.ChainEngine.step`."""
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.step`: ``before``, the
+        propagation of ``step`` (``first``, the process tensors, ``second``),
+        ``after``."""
         first, second = self._propagators(first, second)
-        pre, post = self._controls(pre, post)
-        if pre is not None:
-            state = apply_superoperator(state, pre)
+        before, after = self._controls(before, after)
+        if before is not None:
+            state = apply_superoperator(state, before)
         state = apply_superoperator(state, first)
         for axis, pt in enumerate(prepared):
             state = apply_superoperator(state, pt.transform_in)
             state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
             state = apply_superoperator(state, pt.transform_out)
         state = apply_superoperator(state, second)
-        if post is not None:
-            state = apply_superoperator(state, post)
+        if after is not None:
+            state = apply_superoperator(state, after)
         return state
 
     def run(self, run: ChainRun) -> default_np.ndarray:
@@ -270,9 +272,9 @@ class HostChainEngine:
         state = to_backend(default_np.asarray(run.initial).reshape((1,) * len(prepared) + (d2,)))
         readouts = []
         for step in range(run.num_steps):
-            pre, post = (None, None) if run.controls is None else run.controls(step)
+            before, after = (None, None) if run.controls is None else run.controls(step)
             first, second = run.propagators(step)
-            state = self.step(state, step, first, second, prepared, pre, post)
+            state = self.step(state, step, first, second, prepared, before, after)
             if run.record_all or step == run.num_steps - 1:
                 vector = close_bonds(state, [pt.cap(step) for pt in prepared])
                 readouts.append(default_np.asarray(np.to_host(vector)).reshape(-1))

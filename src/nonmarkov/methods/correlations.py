@@ -11,8 +11,9 @@ where L(t', t) is the (non-Markovian) propagation by the system and every
 process tensor, exactly as in :func:`~nonmarkov.compute_dynamics`, and the
 open bonds at t_n are closed with the same "future caps". An operator at grid
 time t_k = start_time + k dt acts on the state that ``compute_dynamics``
-records at t_k: after the post-control of step k - 1, before the pre-control of
-step k.
+records at t_k: after the pre-controls of step k (a :class:`~nonmarkov.Control`
+with ``post=False``) and before its post-controls (``post=True``), which act
+on every branch alike.
 
 Two-time correlations <B(t_b) A(t_a)> are the special cases
 Tr[B L A L rho_0] (A from the left, for t_a <= t_b) and Tr[A L (L rho_0) B]
@@ -47,7 +48,7 @@ from ..model.system import BaseSystem
 from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress
-from .dynamics import check_dynamics_inputs
+from .dynamics import chain_controls, check_dynamics_inputs
 
 TIME_ORDERS = ("ordered", "anti", "full")
 OPERATOR_SIDES = ("left", "right")
@@ -211,7 +212,7 @@ class _Sweep:
         options: EngineOptions | None,
     ):
         self.grid = grid
-        self.control = control
+        self.initial_control, self.controls = chain_controls(control, grid.dt, grid.start_time)
         self.d = system.dimension
         self.propagators = system.get_propagators(
             grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
@@ -221,14 +222,11 @@ class _Sweep:
         self.num_bonds = len(self.pts)
 
     def _step(self, state: Any, step: int) -> Any:
-        """Propagate the batch ``state`` (bonds..., batch, d^2) from t_step to t_step+1."""
-        pre, post = (
-            (None, None)
-            if self.control is None
-            else self.control.get_controls(step, self.grid.dt, self.grid.start_time)
-        )
+        """Propagate the batch ``state`` (bonds..., batch, d^2) from the state
+        recorded at t_step to the one recorded at t_step+1 (controls included)."""
+        before, after = (None, None) if self.controls is None else self.controls(step)
         first, second = self.propagators(step)
-        return self.engine.step(state, step, first, second, self.pts, pre, post)
+        return self.engine.step(state, step, first, second, self.pts, before, after)
 
     def _caps(self, step: int) -> list[Any]:
         """Caps closing the bonds of a state at grid step ``step``."""
@@ -243,7 +241,10 @@ class _Sweep:
         root_end = max(chain.last_step[0] for chain in chains)
         superops = [[to_backend(s) for s in chain.superoperators] for chain in chains]
         readouts = [to_backend(chain.readout) for chain in chains]
-        state = to_backend(rho0.reshape((1,) * self.num_bonds + (1, self.d * self.d)))
+        vector = rho0.reshape(-1)
+        if self.initial_control is not None:  # the state recorded at t_0
+            vector = self.initial_control @ vector
+        state = to_backend(vector.reshape((1,) * self.num_bonds + (1, self.d * self.d)))
         branches = [_Branch(None, 0, ())]
         with hot_loop_threads(), Progress(end, progress_type, "correlations") as progress:
             for k in range(end + 1):
@@ -377,7 +378,9 @@ def compute_correlations(
     start_time : time of step 0.
     dt : time step; taken from the process tensor(s) if None.
     progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.
-    control : optional :class:`Control`, applied as in ``compute_dynamics``.
+    control : optional :class:`Control`, applied as in ``compute_dynamics``;
+        an operator at t_k acts after the pre-controls of step k and before
+        its post-controls.
     num_steps : grid length N; required without a process tensor, at most
         the process tensor's length otherwise (default: its length).
     subdiv_limit, liouvillian_epsrel : quadrature settings for

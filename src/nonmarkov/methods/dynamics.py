@@ -1,11 +1,16 @@
 """``compute_dynamics``: reduced dynamics from process tensors and a system.
 
-Step k takes rho(t_k) to rho(t_k + dt): pre-control, first half step of the
-system, each process tensor's step k (in its own basis), second half step,
-post-control. The state at t_{k+1} is read out by closing every process
-tensor's open bond with a "future cap": its remaining steps contracted with
-a trace-and-reprepare (maximally mixed) future, which a causal process tensor
-makes independent of the future (exactly so for the untruncated one).
+Step k takes rho(t_k) to rho(t_k + dt): first half step of the system, each
+process tensor's step k (in its own basis), second half step. The state at
+t_{k+1} is read out by closing every process tensor's open bond with a
+"future cap": its remaining steps contracted with a trace-and-reprepare
+(maximally mixed) future, which a causal process tensor makes independent of
+the future (exactly so for the untruncated one).
+
+Controls act as in OQuPy (:class:`~nonmarkov.Control`): for k = 0..N, pre(k),
+record rho(t_k), post(k), propagate. On the chain engine's steps that is
+:func:`chain_controls`: pre(0) on the initial state, then post(k) before and
+pre(k+1) after the propagation of step k.
 
 Several process tensors (independent baths) are applied one after another at
 each step. A uniform process tensor serves any number of steps; a finite one
@@ -18,7 +23,7 @@ memory whole); on JAX one compiled scan where it applies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as default_np
@@ -79,6 +84,36 @@ def _resolve_grid(
     if dt is None or num_steps is None:
         raise ValueError("without a process tensor, dt and num_steps must be given")
     return dt, num_steps
+
+
+def chain_controls(
+    control: Control | None, dt: float, start_time: float
+) -> tuple[default_np.ndarray | None, Callable[[int], tuple[Any, Any]] | None]:
+    """The controls of ``control`` on the steps of a chain engine.
+
+    A :class:`Control` acts at each grid time t_k: pre(k) before the state at
+    t_k is recorded, post(k) after it. The chain engine's step k applies one
+    control before and one after the propagation from t_k to t_{k+1}, and
+    the state after step k is the one recorded at t_{k+1}; so
+
+    - ``initial`` = pre(0), (d^2, d^2) or None, acts on the initial state
+      before it is recorded (the first state of the dynamics includes it);
+    - ``controls(k)`` = (post(k), pre(k+1)), what step k applies before and
+      after its propagation (each (d^2, d^2) or None).
+
+    post(N) of the last step N never acts. Returns (None, None) without a
+    control. Over a run (k = 0..N-1) every slot is evaluated once.
+    """
+    if control is None:
+        return None, None
+
+    def controls(step: int) -> tuple[Any, Any]:
+        return (
+            control.combined(step, True, dt, start_time),
+            control.combined(step + 1, False, dt, start_time),
+        )
+
+    return control.combined(0, False, dt, start_time), controls
 
 
 def check_dynamics_inputs(
@@ -151,7 +186,9 @@ def compute_dynamics(
         :class:`~nonmarkov.UniformProcessTensor` runs for ``num_steps`` (or
         the shortest finite process tensor's length), in constant memory with
         ``record_all=False``.
-    control : optional :class:`Control`.
+    control : optional :class:`Control`: pre-controls of step k act on the
+        state at t_k before it is recorded (pre(0) on the initial state),
+        post-controls after it, before the propagation to t_{k+1}.
     record_all : record every step (True) or only the final state.
     subdiv_limit, liouvillian_epsrel : quadrature settings for
         time-dependent systems.
@@ -164,9 +201,9 @@ def compute_dynamics(
         system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
     )
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
-    controls = (
-        None if control is None else (lambda step: control.get_controls(step, dt, start_time))
-    )
+    initial_control, controls = chain_controls(control, dt, start_time)
+    if initial_control is not None:
+        rho0 = (initial_control @ rho0.reshape(-1)).reshape(rho0.shape)
     d = system.dimension
     dynamics = Dynamics(name="dynamics")
     dynamics.add(start_time, rho0)
