@@ -926,13 +926,17 @@ def test_sitewise_choice_follows_the_option_and_the_environment_variable(monkeyp
     assert "'auto', 'on', 'off'" in result.stderr
 
 
-@pytest.mark.parametrize("dkmax, host_start", [(3, True), (6, False), (None, True)])
-def test_sitewise_tempo_agrees_with_numpy(dkmax, host_start, sitewise_from_the_start):
-    """Memory cut (trace into the site before) and full memory (growing window); the
-    window is handed over from the whole-step kernel after two sites (or from the host
-    start, to the site-by-site steps at once)."""
+@pytest.mark.parametrize(
+    "dkmax, host_start, extra",
+    [(3, True, None), (6, False, None), (None, True, None), (3, False, 0.25)],
+)
+def test_sitewise_tempo_agrees_with_numpy(dkmax, host_start, extra, sitewise_from_the_start):
+    """Memory cut (trace into the site before, with or without the lumped coupling of an
+    extra correlation time) and full memory (growing window); the window is handed
+    over from the whole-step kernel after two sites (or from the host start, to the
+    site-by-site steps at once)."""
     model = spin_boson()
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax, add_correlation_time=extra)
     states, tempo = run_tempo(
         model, parameters, 1.2, initial_bond=4, chunk=4, host_start=host_start
     )
@@ -942,12 +946,12 @@ def test_sitewise_tempo_agrees_with_numpy(dkmax, host_start, sitewise_from_the_s
     numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("dkmax", [3, 5])
-def test_sitewise_pt_tempo_agrees_with_numpy(dkmax, sitewise_from_the_start):
+@pytest.mark.parametrize("dkmax, extra", [(3, None), (5, None), (3, math.inf)])
+def test_sitewise_pt_tempo_agrees_with_numpy(dkmax, extra, sitewise_from_the_start):
     """Same process tensor (bonds, dynamics) as NumPy; chunks are redone when a rank
-    outgrows its planned bucket."""
+    outgrows its planned bucket; with and without an extra correlation time."""
     bath = spin_boson()[1]
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax)
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=dkmax, add_correlation_time=extra)
     on_jax, pt_tempo = run_pt_tempo(
         bath, parameters, 1.4, initial_bond=4, chunk=3, host_start=False
     )

@@ -198,6 +198,44 @@ def test_matsubara_2d_integral_matches_brute_force():
         assert value == pytest.approx(expected, rel=1e-8)
 
 
+def test_correlation_with_matsubara_is_the_imaginary_time_correlation():
+    bath = nonmarkov.PowerLawSD(ALPHA, 1.0, WC, "exponential", 0.8)
+    taus = numpy.array([0.0, 0.2, 0.9])
+    numpy.testing.assert_array_equal(
+        bath.correlation(taus, matsubara=True), bath.matsubara_correlation(taus)
+    )
+    custom = nonmarkov.CustomCorrelations(ohmic_zero_temperature)
+    with pytest.raises(ValueError, match="imaginary-time"):
+        custom.correlation(0.1, matsubara=True)
+
+
+def test_eta_function_is_the_double_integral_of_the_correlation(ohmic_bath):
+    """Phi(t) = G(t) - i P(t), for J = 2 alpha w exp(-w/wc) at T = 0:
+    G = alpha ln(1 + wc^2 t^2), P = 2 alpha (wc t - arctan(wc t))."""
+    times = numpy.array([0.0, 0.3, 2.5])
+    g = ALPHA * numpy.log(1 + (WC * times) ** 2)
+    p = 2 * ALPHA * (WC * times - numpy.arctan(WC * times))
+    numpy.testing.assert_allclose(ohmic_bath.eta_function(times), g - 1j * p, rtol=1e-9)
+    assert ohmic_bath.eta_function(0.3) == pytest.approx(g[1] - 1j * p[1], rel=1e-9)
+    # custom correlations integrate C(tau) directly, to the same values
+    custom = nonmarkov.CustomCorrelations(ohmic_zero_temperature)
+    assert custom.eta_function(0.3) == pytest.approx(g[1] - 1j * p[1], rel=1e-7)
+    # imaginary time: the double integral of C_M, real
+    hot = nonmarkov.PowerLawSD(ALPHA, 1.0, WC, "exponential", 0.8)
+    expected = scipy.integrate.dblquad(
+        lambda t2, t1: hot.matsubara_correlation(t1 - t2), 0.0, 0.4, 0.0, lambda t1: t1
+    )[0]
+    assert hot.eta_function(0.4, matsubara=True) == pytest.approx(expected, rel=1e-7)
+    with pytest.raises(ValueError, match="tau >= 0"):
+        ohmic_bath.eta_function(-1.0)
+
+
+def test_a_region_of_zero_width_integrates_to_zero(ohmic_bath):
+    for shape in SHAPES:
+        time_2 = 0.5 if shape == "rectangle" else None
+        assert ohmic_bath.correlation_2d_integral(0.0, 0.2, time_2, shape=shape) == 0.0
+
+
 def test_matsubara_needs_a_temperature(ohmic_bath):
     with pytest.raises(ValueError, match="temperature > 0"):
         ohmic_bath.matsubara_correlation(0.1)
@@ -288,7 +326,7 @@ def test_non_numeric_parameters():
 def test_bad_region_arguments(ohmic_bath):
     with pytest.raises(ValueError, match="shape must be one of"):
         ohmic_bath.correlation_2d_integral(0.1, 0.0, shape="circle")
-    with pytest.raises(ValueError, match="delta must be > 0"):
-        ohmic_bath.correlation_2d_integral(0.0, 0.0)
+    with pytest.raises(ValueError, match="delta must be >= 0"):
+        ohmic_bath.correlation_2d_integral(-0.1, 0.0)
     with pytest.raises(ValueError, match="needs time_2"):
         ohmic_bath.correlation_2d_integral(0.1, 0.0, shape="rectangle")

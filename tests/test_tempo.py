@@ -229,10 +229,23 @@ def test_parameters_reject_non_positive_dt(dt):
         nm.TempoParameters(dt=dt, epsrel=1e-6)
 
 
-@pytest.mark.parametrize("epsrel", [0.0, 1.0, -1e-3, 1.5])
+@pytest.mark.parametrize("epsrel", [0.0, -1e-3, 1.5])
 def test_parameters_reject_epsrel_outside_unit_interval(epsrel):
     with pytest.raises(ValueError, match="epsrel"):
         nm.TempoParameters(dt=0.1, epsrel=epsrel)
+
+
+def test_epsrel_one_keeps_one_singular_value_per_bond():
+    """epsrel = 1 (allowed, as in OQuPy) cuts every bond to its largest Schmidt value:
+    a process tensor of bond 1, whose dynamics still keeps the trace of a state."""
+    bath = nm.Bath(0.5 * np.diag([1.0, -1.0]), nm.PowerLawSD(0.1, 1.0, 5.0))
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1.0, dkmax=4)
+    pt = nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, progress_type="silent")
+    assert set(pt.get_bond_dimensions()) == {1}
+    system = nm.System(0.5 * np.array([[0.0, 1.0], [1.0, 0.0]]))
+    rho0 = np.diag([1.0, 0.0]).astype(complex)
+    states = nm.compute_dynamics(system, rho0, process_tensor=pt).states
+    assert np.all(np.isfinite(states)) and abs(np.trace(states[-1]) - 1.0) < 0.1
 
 
 def test_parameters_reject_tcut_and_dkmax_together():

@@ -17,13 +17,34 @@ pairs are the "classes" of the tensor-network kernels (m = d^2 unless
 I_j depends only on the difference s+_k - s-_k: the r distinct differences
 ("rows", r <= d(d - 1) + 1 < m) are all the kernels need to carry from the
 new point to the older ones.
+
+Memory cut K with an extra correlation time tau_a (``add_correlation_time``):
+a new point k still couples to the points at lags 1..K, but the coupling to
+the oldest one (lag K, the point that leaves the memory at this step) is the
+integral of C over all of the past that point stands for: the points at lags
+K, K + 1, ... back to the time t_k - K dt - tau_a, and not before the first
+point. When the n-th point leaves the memory (n = 1, 2, ...: n points lie at
+lags >= K) that past has the length L_n = min(n dt, dt + tau_a), and
+
+    eta_lumped(n) = int_{t' in [K dt, K dt + L_n]} int_{t'' in [0, dt]} C(t' - t'')
+                  = eta_K + eta_{K+1} + ... (+ the part of a square up to L_n).
+
+With tau_a = inf every point feels its whole past (exact for the
+independent-boson model, where the classes of a path never change); a
+stationary (time-translation-invariant) construction uses the limit
+n -> inf of an infinitely long past.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as default_np
 
 from .model.bath import Bath
+
+#: a length within this fraction of a step of a whole number of steps counts as whole
+_WHOLE_STEP_TOLERANCE = 1e-9
 
 
 class DiscretisedInfluence:
@@ -70,6 +91,9 @@ class DiscretisedInfluence:
         self.carrier_rows, self.row_differences = _distinct_differences(s_plus - s_minus)
         self.num_rows = len(self.row_differences)
         self._eta: dict[int, complex] = {}
+        #: partial sums eta_K + ... + eta_{K+i-1} of the lumped coupling, i = 0, 1, ...
+        self._lumped_sums: list[complex] = [0.0j]
+        self._leaving_rows: dict[int | None, default_np.ndarray] = {}
 
     @classmethod
     def from_parameters(cls, bath: Bath, parameters, unique: bool = False) -> DiscretisedInfluence:
@@ -90,30 +114,74 @@ class DiscretisedInfluence:
         projector[default_np.arange(len(self.classes)), self.classes] = 1.0
         return projector
 
+    def _integral(self, time_1: float, time_2: float | None, shape: str) -> complex:
+        return complex(
+            self.bath.correlations.correlation_2d_integral(
+                self.dt,
+                time_1,
+                time_2,
+                shape=shape,
+                epsrel=self.epsrel,
+                subdiv_limit=self.subdiv_limit,
+            )
+        )
+
     def eta(self, lag: int) -> complex:
-        """The discretised correlation integral eta_lag (complex)."""
+        """The discretised correlation integral eta_lag (complex), lag >= 0."""
         if lag not in self._eta:
-            correlations = self.bath.correlations
-            epsrel, subdiv_limit = self.epsrel, self.subdiv_limit
             if lag == 0:
-                value = correlations.correlation_2d_integral(
-                    self.dt, 0.0, shape="upper-triangle", epsrel=epsrel, subdiv_limit=subdiv_limit
-                )
-            elif lag == self.last_lag and self.add_correlation_time:
-                value = correlations.correlation_2d_integral(
-                    self.dt,
-                    lag * self.dt,
-                    (lag + 1) * self.dt + self.add_correlation_time,
-                    shape="rectangle",
-                    epsrel=epsrel,
-                    subdiv_limit=subdiv_limit,
-                )
+                self._eta[lag] = self._integral(0.0, None, "upper-triangle")
             else:
-                value = correlations.correlation_2d_integral(
-                    self.dt, lag * self.dt, shape="square", epsrel=epsrel, subdiv_limit=subdiv_limit
-                )
-            self._eta[lag] = complex(value)
+                self._eta[lag] = self._integral(lag * self.dt, None, "square")
         return self._eta[lag]
+
+    @property
+    def lumps(self) -> bool:
+        """Whether the coupling to the point leaving the memory is lumped (a memory
+        cut and an extra correlation time > 0)."""
+        return bool(self.last_lag) and bool(self.add_correlation_time)
+
+    @property
+    def lumped_steps(self) -> int | None:
+        """The n from which ``lumped_eta(n)`` no longer changes (None: never, tau_a = inf)."""
+        if not self.lumps:
+            return 1
+        extra = float(self.add_correlation_time)  # type: ignore[arg-type]
+        if math.isinf(extra):
+            return None
+        return 1 + math.ceil(extra / self.dt - _WHOLE_STEP_TOLERANCE)
+
+    def lumped_eta(self, n: int | None) -> complex:
+        """Coupling of a new point to the n-th point that leaves the memory (n >= 1;
+        None: after an infinitely long past), see the module docstring."""
+        last = self.last_lag
+        if not self.lumps or last is None:
+            raise ValueError("lumped couplings need a memory cut and add_correlation_time > 0")
+        settled = self.lumped_steps
+        if settled is not None and (n is None or n > settled):
+            n = settled
+        if n is None:
+            return self._integral(last * self.dt, math.inf, "rectangle")
+        if n < 1:
+            raise ValueError(f"n counts the points that left the memory (>= 1); got {n}")
+        length = min(n * self.dt, self.dt + float(self.add_correlation_time))  # type: ignore[arg-type]
+        whole = min(n, int(math.floor(length / self.dt + _WHOLE_STEP_TOLERANCE)))
+        sums = self._lumped_sums
+        while len(sums) <= whole:
+            sums.append(sums[-1] + self.eta(last + len(sums) - 1))
+        value = sums[whole]
+        rest = length - whole * self.dt
+        if rest > _WHOLE_STEP_TOLERANCE * self.dt:
+            start = (last + whole) * self.dt
+            value += self._integral(start, start + rest, "rectangle")
+        return value
+
+    def _factor(self, new: default_np.ndarray, eta: complex) -> default_np.ndarray:
+        """exp(-new (x) (Re eta (s+ - s-) + i Im eta (s+ + s-))) for the values
+        ``new`` of s+ - s- of the newer point; shape (len(new), m)."""
+        diff = self.s_plus - self.s_minus
+        total = self.s_plus + self.s_minus
+        return default_np.exp(-default_np.outer(new, eta.real * diff + 1j * eta.imag * total))
 
     def own_factor(self) -> default_np.ndarray:
         """I_0 per class, shape (m,)."""
@@ -124,19 +192,35 @@ class DiscretisedInfluence:
 
     def lag_matrix(self, lag: int) -> default_np.ndarray:
         """I_lag[c_new, c_old], shape (m, m), for lag >= 1."""
-        eta = self.eta(lag)
-        diff = self.s_plus - self.s_minus
-        total = self.s_plus + self.s_minus
-        return default_np.exp(-default_np.outer(diff, eta.real * diff + 1j * eta.imag * total))
+        return self._factor(self.s_plus - self.s_minus, self.eta(lag))
 
     def lag_matrix_rows(self, lag: int) -> default_np.ndarray:
         """The distinct rows of I_lag: shape (r, m), row ``carrier_rows[c]`` is I_lag[c, :]."""
-        eta = self.eta(lag)
-        diff = self.s_plus - self.s_minus
-        total = self.s_plus + self.s_minus
-        return default_np.exp(
-            -default_np.outer(self.row_differences, eta.real * diff + 1j * eta.imag * total)
-        )
+        return self._factor(self.row_differences, self.eta(lag))
+
+    def leaving_rows(self, n: int | None) -> default_np.ndarray:
+        """Rows (r, m) of the coupling to the n-th point that leaves the memory
+        (``lumped_eta``; n None: after an infinite past). The same array object for
+        every n from ``lumped_steps`` on (engines move it to a device once)."""
+        settled = self.lumped_steps
+        if settled is not None and (n is None or n > settled):
+            n = settled
+        if n not in self._leaving_rows:
+            self._leaving_rows[n] = self._factor(self.row_differences, self.lumped_eta(n))
+        return self._leaving_rows[n]
+
+    def stationary_lag_matrix(self, lag: int) -> default_np.ndarray:
+        """I_lag (m, m) of a stationary construction: at the memory cut, the lumped
+        coupling after an infinite past (``lumped_eta(None)``) when lumping."""
+        if self.lumps and lag == self.last_lag:
+            return self._factor(self.s_plus - self.s_minus, self.lumped_eta(None))
+        return self.lag_matrix(lag)
+
+    def stationary_lag_matrix_rows(self, lag: int) -> default_np.ndarray:
+        """The distinct rows (r, m) of ``stationary_lag_matrix(lag)``."""
+        if self.lumps and lag == self.last_lag:
+            return self.leaving_rows(None)
+        return self.lag_matrix_rows(lag)
 
     def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).

@@ -16,8 +16,9 @@ HERMITICITY_TOLERANCE = 1e-10
 DENSITY_MATRIX_TOLERANCE = 1e-8
 
 
-def real_number(value: Any, name: str) -> float:
-    """``value`` as a finite float, or ``TypeError``/``ValueError`` naming ``name``."""
+def real_number(value: Any, name: str, allow_infinity: bool = False) -> float:
+    """``value`` as a finite float (or +-inf if ``allow_infinity``), or
+    ``TypeError``/``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         if (
             isinstance(value, default_np.ndarray)
@@ -28,7 +29,7 @@ def real_number(value: Any, name: str) -> float:
         else:
             raise TypeError(f"{name} must be a real number; got {value!r}")
     value = float(value)
-    if not math.isfinite(value):
+    if math.isnan(value) or (math.isinf(value) and not allow_infinity):
         raise ValueError(f"{name} must be finite; got {value}")
     return value
 
@@ -41,9 +42,9 @@ def positive_number(value: Any, name: str) -> float:
     return value
 
 
-def non_negative_number(value: Any, name: str) -> float:
-    """A finite float >= 0."""
-    value = real_number(value, name)
+def non_negative_number(value: Any, name: str, allow_infinity: bool = False) -> float:
+    """A finite float >= 0 (or inf if ``allow_infinity``)."""
+    value = real_number(value, name, allow_infinity)
     if value < 0.0:
         raise ValueError(f"{name} must be >= 0; got {value}")
     return value

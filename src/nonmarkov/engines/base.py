@@ -56,6 +56,11 @@ class WindowSpec:
         is read out) or ``'finalize'`` (PT-TEMPO: it is split off and returned;
         a new point couples to the front through every class, with no system).
     max_rank : optional hard cap on every bond.
+    leaving_rows : optional ``leaving_rows(n)`` -> (r, m), the coupling of a new
+        point to the n-th point that leaves the window (n = 1, 2, ...; it sits
+        at lag ``memory``), in place of ``lag_rows(memory)``: the lumped
+        coupling of a memory cut with an extra correlation time. Engines keep
+        the device copy of a returned array while the same object comes back.
     """
 
     front: Any
@@ -69,10 +74,24 @@ class WindowSpec:
     memory: int | None
     oldest: str
     max_rank: int | None = None
+    leaving_rows: Callable[[int], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.oldest not in OLDEST_MODES:
             raise ValueError(f"oldest must be one of {list(OLDEST_MODES)}; got {self.oldest!r}")
+        if self.leaving_rows is not None and (self.memory is None or self.memory < 2):
+            raise ValueError(
+                f"a lumped coupling to the leaving point needs a memory of >= 2 points; "
+                f"got memory={self.memory}"
+            )
+
+    def leaving(self, step: int) -> Any:
+        """Rows (r, m) of the coupling at lag ``memory`` in window step ``step``
+        (1, 2, ... after the first point): ``leaving_rows(n)`` when the n-th point
+        leaves the window at that step, else None (``lag_rows(memory)`` applies)."""
+        if self.leaving_rows is None or self.memory is None or step < self.memory:
+            return None
+        return self.leaving_rows(step - self.memory + 1)
 
     @property
     def num_rows(self) -> int:

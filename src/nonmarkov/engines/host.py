@@ -47,6 +47,9 @@ class HostWindowEngine:
         self._log_scale = float(spec.log_scale)
         self._memory = 0 if spec.memory is None else int(spec.memory)
         self._between = LastArguments(to_backend)
+        self._leaving = LastArguments(to_backend)
+        #: window steps run so far (after the first point)
+        self.steps = 0
         m = self._projector.shape[1]
         self._pt_between = default_np.ones((m, m))
 
@@ -72,13 +75,18 @@ class HostWindowEngine:
         full = self._memory and n >= self._memory
         oldest = ("trace" if self._spec.oldest == "trace" else "finalize") if full else "keep"
         theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector, window[0][0])
+        self.steps += 1
+        site_lags = self._site_lags(n - 1)
+        leaving = self._spec.leaving(self.steps)
+        if leaving is not None:
+            site_lags = site_lags[:-1] + [self._leaving(leaving)]
         window, done = advance_window(
             window,
             theta,
             self._first,
             self._carrier,
             self._num_rows,
-            self._site_lags(n - 1),
+            site_lags,
             self._spec.epsrel,
             oldest,
             self._spec.max_rank,
@@ -133,10 +141,11 @@ class HostWindowEngine:
         """The window on the active backend, newest first."""
         return list(self._window)
 
-    def load_window(self, window: Sequence[Any], log_scale: float) -> None:
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
         """Continue from ``window`` (newest first: front (1, x, k), sites (k, m, k'),
         host arrays, e.g. from :meth:`host_window`) whose front has log-scale
-        ``log_scale``."""
+        ``log_scale``, after ``steps`` window steps (which point leaves next)."""
+        self.steps = int(steps)
         self._window = [to_backend(site) for site in window]
         self._log_scale = float(log_scale)
 

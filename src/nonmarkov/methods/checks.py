@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+import warnings
 from typing import Any
 
 from ..model.bath import Bath
@@ -48,6 +49,53 @@ def memory_parameters(parameters: Any) -> tuple[TempoParameters, int]:
             "with tcut or dkmax (full memory has no repeating tensor)"
         )
     return parameters, parameters.dkmax
+
+
+def backend_config(value: Any, function: str) -> None:
+    """Accept OQuPy's ``backend_config`` and ignore it.
+
+    OQuPy configured its tensor-network backend with this dict; here the
+    engine is chosen by the numerical backend (``nonmarkov.backends``) and
+    tuned with ``options=`` (:class:`~nonmarkov.EngineOptions`). None or an
+    empty dict (OQuPy's default) is accepted silently, any other dict with a
+    ``UserWarning`` that it is ignored; anything else is a TypeError.
+    """
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise TypeError(
+            "backend_config must be None or a dict (OQuPy's backend configuration, "
+            f"ignored here); got {type(value).__name__}. Tune the engine "
+            "with options=EngineOptions(...)"
+        )
+    if value:
+        warnings.warn(
+            f"{function}: backend_config {value!r} is ignored; nonmarkov "
+            "chooses its engine from the numerical backend (nonmarkov.backends) and "
+            "takes its settings as options=EngineOptions(...)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def correlation_time(parameters: TempoParameters, construction: str | None = None) -> None:
+    """Raise where ``parameters.add_correlation_time`` cannot be honoured: a memory
+    cut of one step (the lumped coupling needs the oldest point to be a window
+    site), or a ``construction`` that assumes couplings depending on the lag only
+    (the lumped coupling of a finite past depends on the time)."""
+    if not parameters.add_correlation_time or parameters.dkmax is None:
+        return
+    if parameters.dkmax < 2:
+        raise ValueError(
+            "add_correlation_time needs a memory cut of at least two steps (dkmax >= 2); "
+            f"got dkmax={parameters.dkmax}"
+        )
+    if construction is not None:
+        raise ValueError(
+            f"add_correlation_time is not supported by the {construction} construction "
+            "(its couplings depend on the lag only): use method='sequential', or "
+            "add_correlation_time=None"
+        )
 
 
 def pt_interval(bath: Any, start_time: Any, end_time: Any, dt: float) -> tuple[float, float, int]:

@@ -162,6 +162,7 @@ def pt_divide_and_conquer_compute(
     error is set by ``epsrel`` (docs/long_time.md).
     """
     parameters = checks.tempo_parameters(parameters)
+    checks.correlation_time(parameters, "divide-and-conquer")
     start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time, parameters.dt)
     progress_type = check_progress_type(progress_type)
     influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)

@@ -56,6 +56,7 @@ def pt_repeated_block_compute(
     the error is set by ``epsrel`` like PT-TEMPO's (see docs/long_time.md).
     """
     parameters, memory = checks.memory_parameters(parameters)
+    checks.correlation_time(parameters, "repeated-block")
     start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time, parameters.dt)
     progress_type = check_progress_type(progress_type)
     label = "Unnamed repeated-block PT" if name is None else str(name)

@@ -59,6 +59,8 @@ class PtTempo:
         :class:`~nonmarkov.FileProcessTensor`. The file appears only when the
         computation is complete.
     overwrite : allow ``process_tensor_file`` to replace an existing file.
+    backend_config : accepted for OQuPy scripts and ignored (a ``UserWarning``
+        unless None or empty): the engines take ``options``.
     name, description : optional text.
     options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
     """
@@ -72,12 +74,15 @@ class PtTempo:
         unique: bool = False,
         process_tensor_file: str | os.PathLike | bool | None = None,
         overwrite: bool = False,
+        backend_config: dict | None = None,
         name: str | None = None,
         description: str | None = None,
         options: EngineOptions | None = None,
     ):
+        check.backend_config(backend_config, "PtTempo")
         self._options = resolve(options)
         self._parameters = check.tempo_parameters(parameters)
+        check.correlation_time(self._parameters)
         self._start_time, self._end_time, self._num_steps = check.pt_interval(
             bath, start_time, end_time, self._parameters.dt
         )
@@ -111,6 +116,11 @@ class PtTempo:
             self._num_steps,
             self.unique,
         )
+
+    @property
+    def dimension(self) -> int:
+        """Hilbert-space dimension d of the system the bath couples to."""
+        return self.bath.dimension
 
     @property
     def num_steps(self) -> int:
@@ -259,7 +269,8 @@ def pt_window_spec(
 ) -> WindowSpec:
     """PT-TEMPO's memory window holding the first point ``front`` (m,) (normalised,
     its log-scale ``log_scale``): a point's index is its class (projector and
-    read-out map the identity), and the oldest point is split off."""
+    read-out map the identity), and the oldest point is split off (with the
+    lumped coupling of an extra correlation time, if any)."""
     m = influence.num_classes
     own = default_np.asarray(influence.own_factor())
     carrier = default_np.asarray(influence.carrier_rows)
@@ -274,4 +285,7 @@ def pt_window_spec(
         epsrel=epsrel,
         memory=memory,
         oldest="finalize",
+        leaving_rows=(
+            influence.leaving_rows if influence.lumps and memory == influence.last_lag else None
+        ),
     )

@@ -47,6 +47,8 @@ class Tempo:
     start_time : time of the initial state.
     unique : merge Liouville indices with equal coupling eigenvalue pairs
         (smaller tensors when S is degenerate; same result within epsrel).
+    backend_config : accepted for OQuPy scripts and ignored (a ``UserWarning``
+        unless None or empty): the engines take ``options``.
     name, description : optional text.
     options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
     """
@@ -59,12 +61,15 @@ class Tempo:
         initial_state: Any,
         start_time: float,
         unique: bool = False,
+        backend_config: dict | None = None,
         name: str | None = None,
         description: str | None = None,
         options: EngineOptions | None = None,
     ):
+        check.backend_config(backend_config, "Tempo")
         check.model(system, bath)
         self._parameters = check.tempo_parameters(parameters)
+        check.correlation_time(self._parameters)
         self._start_time = validation.real_number(start_time, "start_time")
         initial = validation.density_matrix(initial_state, "initial_state", system.dimension)
         self._options = resolve(options)
@@ -137,6 +142,7 @@ class Tempo:
             epsrel=self._parameters.epsrel,
             memory=self._parameters.dkmax,
             oldest="trace",
+            leaving_rows=influence.leaving_rows if influence.lumps else None,
         )
         d = self.dimension
         return window_engine(spec, self._options), state.reshape(d, d)

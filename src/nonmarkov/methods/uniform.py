@@ -147,7 +147,8 @@ def _uniform_tensors(
 ) -> dict[str, Any]:
     """The rest of :func:`build_uniform_tensors` from the window after 2K steps."""
     own = to_backend(influence.own_factor())
-    lags = [to_backend(influence.lag_matrix(j)) for j in range(1, k + 1)]
+    # the repeating tensor: couplings after an infinitely long past
+    lags = [to_backend(influence.stationary_lag_matrix(j)) for j in range(1, k + 1)]
     # window: points k..2k-1 (newest first); finalized: points 0..k-1 (oldest first)
     chain, singular_values, coefficients = split_last_bond(left_orthonormalise(window), epsrel)
     weights = trace_weights(influence.classes, influence.bath.dimension)
@@ -219,11 +220,14 @@ class UniformPtBuilder:
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
         self._parameters, self._memory = checks.memory_parameters(parameters)
+        checks.correlation_time(self._parameters)
         self.bath = bath
         self.unique = bool(unique)
         self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
         self.description = "" if description is None else str(description)
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
+        if self._influence.lumps:  # the coupling after an infinite past (may diverge)
+            self._influence.leaving_rows(None)
         self._result: UniformProcessTensor | None = None
         self.build_epsrel: float | None = None
         self.info: dict[str, Any] = {}

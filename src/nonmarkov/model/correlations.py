@@ -102,9 +102,41 @@ class BaseCorrelations:
         tau: Any,
         epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
         subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+        matsubara: bool = False,
     ) -> Any:
-        """C(tau) for a scalar or an array of times (complex)."""
+        """C(tau) for a scalar or an array of times (complex); ``matsubara=True``:
+        the imaginary-time correlation C_M(tau) (real, 0 <= tau <= 1/T)."""
         raise NotImplementedError
+
+    def eta_function(
+        self,
+        tau: Any,
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+        matsubara: bool = False,
+    ) -> Any:
+        """The double integral Phi(tau) = int_0^tau dt' int_0^t' dt'' C(t' - t'') for a
+        scalar or an array of times tau >= 0 (complex; for a spectral density
+        Phi = G - i P of ``DESIGN.md``); ``matsubara=True``: the same of C_M (real)."""
+        taus = default_np.asarray(tau, dtype=float)
+        values = []
+        for t in taus.reshape(-1):
+            if t < 0.0:
+                raise ValueError(f"eta_function needs tau >= 0; got {t}")
+            values.append(
+                self.correlation_2d_integral(
+                    float(t),
+                    0.0,
+                    shape="upper-triangle",
+                    epsrel=epsrel,
+                    subdiv_limit=subdiv_limit,
+                    matsubara=matsubara,
+                )
+            )
+        result = default_np.array(values, dtype=complex)
+        if matsubara:
+            result = result.real
+        return result.reshape(taus.shape) if taus.ndim else result.reshape(-1)[0].item()
 
     def correlation_2d_integral(
         self,
@@ -123,21 +155,30 @@ class BaseCorrelations:
         - ``'square'``:         t' in [t1, t1 + d], t'' in [0, d]
         - ``'upper-triangle'``: t' in [t1, t1 + d], t'' in [0, t' - t1]
         - ``'lower-triangle'``: t' in [t1, t1 + d], t'' in [t' - t1, d]
-        - ``'rectangle'``:      t' in [t1, t2],     t'' in [0, d]
+        - ``'rectangle'``:      t' in [t1, t2],     t'' in [0, d]; t2 may be
+          ``math.inf`` (for t1 >= d: the integral of C over all later times)
 
         ``matsubara=True`` integrates the imaginary-time correlation C_M
-        instead (times are then imaginary times in [0, 1/T]). The result is
-        cached per argument set.
+        instead (times are then imaginary times in [0, 1/T]). A region of zero
+        width (``delta`` = 0) integrates to 0. The result is cached per
+        argument set.
         """
-        delta = check.positive_number(delta, "delta")
+        delta = check.non_negative_number(delta, "delta")
         time_1 = check.real_number(time_1, "time_1")
         check.choice(shape, SHAPES, "shape")
         if shape == "rectangle":
             if time_2 is None:
                 raise ValueError("shape='rectangle' needs time_2")
-            time_2 = check.real_number(time_2, "time_2")
+            time_2 = check.real_number(time_2, "time_2", allow_infinity=True)
             if time_2 < time_1:
                 raise ValueError(f"time_2 ({time_2}) must be >= time_1 ({time_1})")
+            if math.isinf(time_2) and (matsubara or time_1 < delta):
+                raise ValueError(
+                    "an infinite rectangle (time_2=inf) needs real times and "
+                    f"time_1 >= delta; got time_1={time_1}, delta={delta}"
+                )
+        if delta == 0.0:
+            return 0.0j
         key = (delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara))
         if key not in self._cache:
             self._cache[key] = complex(
@@ -202,12 +243,35 @@ class CustomCorrelations(BaseCorrelations):
         return complex(self.correlation_function(-tau)).conjugate()
 
     def correlation(
-        self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL, subdiv_limit=config.DEFAULT_SUBDIV_LIMIT
+        self,
+        tau,
+        epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit=config.DEFAULT_SUBDIV_LIMIT,
+        matsubara=False,
     ):
-        """C(tau) for a scalar or array of times."""
+        """C(tau) for a scalar or array of times (``epsrel``, ``subdiv_limit`` unused)."""
+        if matsubara:
+            raise ValueError(
+                "CustomCorrelations has no imaginary-time correlation "
+                "(matsubara=True needs a spectral density)"
+            )
         taus = default_np.asarray(tau, dtype=float)
         values = default_np.array([self._scalar(t) for t in taus.reshape(-1)], dtype=complex)
         return values.reshape(taus.shape) if taus.ndim else complex(values[0])
+
+    def _tail_integral(self, time: float, epsrel: float, subdiv_limit: int) -> complex:
+        """int_time^inf C(tau) dtau."""
+        parts = [
+            scipy.integrate.quad(
+                lambda t, part=part: self._scalar(t).real if part == 0 else self._scalar(t).imag,
+                time,
+                math.inf,
+                epsrel=epsrel,
+                limit=subdiv_limit,
+            )[0]
+            for part in (0, 1)
+        ]
+        return complex(parts[0], parts[1])
 
     def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
         if matsubara:
@@ -215,6 +279,10 @@ class CustomCorrelations(BaseCorrelations):
                 "CustomCorrelations has no imaginary-time correlation "
                 "(matsubara=True needs a spectral density)"
             )
+        if shape == "rectangle" and math.isinf(time_2):
+            return self._region_integral(
+                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
+            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
         total = 0.0j
         for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
             if tau_b <= tau_a:
@@ -353,9 +421,16 @@ class CustomSD(BaseCorrelations):
         )
 
     def correlation(
-        self, tau, epsrel=config.DEFAULT_INTEGRAL_EPSREL, subdiv_limit=config.DEFAULT_SUBDIV_LIMIT
+        self,
+        tau,
+        epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit=config.DEFAULT_SUBDIV_LIMIT,
+        matsubara=False,
     ):
-        """C(tau) for a scalar or an array of real times (complex)."""
+        """C(tau) for a scalar or an array of real times (complex); ``matsubara=True``:
+        :meth:`matsubara_correlation` (real)."""
+        if matsubara:
+            return self.matsubara_correlation(tau, epsrel, subdiv_limit)
         taus = default_np.asarray(tau, dtype=float)
         values = []
         for t in taus.reshape(-1):
@@ -404,11 +479,58 @@ class CustomSD(BaseCorrelations):
         safe = default_np.where(denominator > 0, denominator, 1.0)
         return self.spectral_density(omega) * numerator / safe
 
+    def _zero_frequency_limit(self) -> float:
+        """lim_{w -> 0+} J(w) coth(w / 2T), or ValueError where it diverges."""
+
+        def f(w):
+            return self._spectral_density_scalar(w) * self._coth_scalar(w)
+
+        values = [f(self.cutoff * 1e-7), f(self.cutoff * 1e-8)]
+        # a regular f changes by ~1e-7 of its scale between the two; w^(zeta-1) much more
+        scale = max(abs(values[0]), abs(f(self.cutoff)))
+        if not all(math.isfinite(v) for v in values) or abs(values[0] - values[1]) > 1e-5 * scale:
+            raise ValueError(
+                "the integral of C(tau) to infinite times diverges for this bath "
+                "(J(w) coth(w / 2T) has no finite limit at w -> 0, e.g. a sub-Ohmic "
+                "bath at T > 0): use a finite add_correlation_time"
+            )
+        return values[1] - (values[0] - values[1]) / 9.0  # linear extrapolation to w = 0
+
+    def _tail_integral(self, time: float, epsrel: float, subdiv_limit: int) -> complex:
+        """int_time^inf C(tau) dtau for time > 0:
+
+        Re = (pi/2) f(0+) - int f(w) sin(w t) / w dw,  Im = -int J(w) cos(w t) / w dw,
+
+        f = J coth(w/2T); the 1/w of f(0+) is integrated in closed form
+        (int_0^inf exp(-w/wc) sin(w t) / w dw = arctan(wc t)).
+        """
+        f0 = self._zero_frequency_limit()
+        j = self._spectral_density_scalar
+        wc = self.cutoff
+
+        def regular(w):
+            if w == 0.0:
+                return 0.0
+            return (j(w) * self._coth_scalar(w) - f0 * math.exp(-w / wc)) / w
+
+        real = f0 * math.atan2(1.0, wc * time) - self._oscillating_integral(
+            lambda w: 0.0, regular, time, epsrel, subdiv_limit
+        )
+        imag = -self._oscillating_integral(
+            lambda w: j(w) / w if w > 0.0 else 0.0, lambda w: 0.0, time, epsrel, subdiv_limit
+        )
+        return complex(real, imag)
+
     def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
         if matsubara:
             return self._matsubara_region_integral(
                 delta, time_1, time_2, shape, epsrel, subdiv_limit
             )
+        if shape == "rectangle" and math.isinf(time_2):
+            # a ramp over [time_1 - delta, time_1], then the weight delta to infinity
+            return self._region_integral(
+                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
+            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
         # int_region e^{i w (t'-t'')} = e^{i w c} g(w), with g slowly varying
         if shape in ("square", "rectangle"):
             length = delta if shape == "square" else time_2 - time_1

@@ -20,13 +20,16 @@ class TempoParameters:
     Parameters
     ----------
     dt : time step (> 0).
-    epsrel : SVD truncation tolerance in (0, 1): the smallest singular values
+    epsrel : SVD truncation tolerance in (0, 1]: the smallest singular values
         are dropped while the norm of the dropped ones is <= epsrel * s_max.
     tcut : memory time; the bath memory is cut after ``round(tcut / dt)``
         steps. Exclusive with ``dkmax``; neither means full memory.
     dkmax : memory cut in steps (integer >= 1).
-    add_correlation_time : extra correlation time (>= 0) whose integral is
-        added to the last kept memory step, reducing the error of the cut.
+    add_correlation_time : extra correlation time tau_a >= 0 (``math.inf``
+        allowed) beyond the memory cut: a new point at t_k feels the bath
+        correlations back to max(start, t_k - tcut - tau_a), those beyond the
+        cut lumped onto the oldest point of the memory (exact for an
+        independent-boson model with ``math.inf``). None (or 0): no lumping.
     subdiv_limit : maximum number of subintervals of the adaptive
         quadratures (correlation integrals, time-dependent Liouvillians), or
         None for midpoint sampling of time-dependent Liouvillians.
@@ -48,8 +51,8 @@ class TempoParameters:
     ):
         self.dt = check.positive_number(dt, "dt")
         epsrel = check.real_number(epsrel, "epsrel")
-        if not 0.0 < epsrel < 1.0:
-            raise ValueError(f"epsrel must lie in (0, 1); got {epsrel}")
+        if not 0.0 < epsrel <= 1.0:
+            raise ValueError(f"epsrel must lie in (0, 1]; got {epsrel}")
         self.epsrel = epsrel
         if tcut is not None and dkmax is not None:
             raise ValueError("give either tcut or dkmax (or neither, for full memory), not both")
@@ -61,7 +64,7 @@ class TempoParameters:
         self._dkmax = dkmax
         if add_correlation_time is not None:
             add_correlation_time = check.non_negative_number(
-                add_correlation_time, "add_correlation_time"
+                add_correlation_time, "add_correlation_time", allow_infinity=True
             )
         self.add_correlation_time = add_correlation_time
         if subdiv_limit is not None:

@@ -104,7 +104,7 @@ class JaxWindowEngine:
         if schedule.deterministic:
             pending.exception()  # wait: the device steps then find the kernel compiled
         if self.host_steps:
-            compiled.load_host_window(window, log_scale, bucket)
+            compiled.load_host_window(window, log_scale, bucket, steps=host.steps)
         return outputs, ranks
 
     def _host_phase(self) -> bool:

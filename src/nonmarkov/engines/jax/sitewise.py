@@ -597,12 +597,18 @@ class SitewiseWindow:
         return len(self._sites)
 
     def run_chunk(
-        self, propagators: Sequence[tuple[Any, Any]], lags: Sequence[Any], margin: int
+        self,
+        propagators: Sequence[tuple[Any, Any]],
+        lags: Sequence[Any],
+        margin: int,
+        leaving: Sequence[Any] | None = None,
     ) -> tuple[list[Any], list[list[int]]]:
         """Run one step per (between, second) pair of device (x, x) arrays.
 
         ``lags[j]`` (r, m) device lag rows of window position j, for every
-        position the window reaches in the chunk. The bonds are planned from
+        position the window reaches in the chunk; ``leaving[i]`` (r, m) or None,
+        the coupling at lag ``memory`` in step i (to the point that leaves the
+        window; None: ``lags[memory - 2]``). The bonds are planned from
         the last kept ranks plus ``margin``. Returns the per-step outputs on
         the host (TEMPO: read-out (x,); PT-TEMPO: (finalised site or None, its
         rank or 0, log-scale before the step))
@@ -615,7 +621,11 @@ class SitewiseWindow:
         while True:
             front, sites, log_scale = start
             outputs, ranks = [], []
-            for between, second in propagators:
+            for i, (between, second) in enumerate(propagators):
+                step_lags = lags
+                if leaving is not None and leaving[i] is not None and self._memory >= 2:
+                    step_lags = list(lags)
+                    step_lags[self._memory - 2] = leaving[i]
                 front, sites, log_scale, output, step_ranks = sitewise_step(
                     front,
                     sites,
@@ -623,7 +633,7 @@ class SitewiseWindow:
                     between,
                     second,
                     self._constants,
-                    lags,
+                    step_lags,
                     plan,
                     self._memory,
                     self._max_rank,

@@ -141,7 +141,9 @@ def _step(
     besides the front), log_scale () float, between and second (x, x).
     ``constants``: projector (x, m), first (x, m) = lag-1 row of x times its
     own factor, carrier (x, r) one-hot row of x, lags (L, r, m) for lags
-    2..L+1, out_map (x, x), epsrel (). ``memory``: dkmax, 0 for no cut.
+    2..L+1, out_map (x, x), epsrel (), and for ``memory`` >= 2 leaving (r, m),
+    the coupling at lag ``memory`` (to the point that leaves the window).
+    ``memory``: dkmax, 0 for no cut.
 
     The sweeps are scans over all L sites; sites beyond ``count`` skip their
     work and pass the carry through (``lax.switch``). ``levels``: sizes d < D
@@ -226,9 +228,10 @@ def _step(
         jnp.int32(min(dim_x, dim_m * bond * num_rows)),
         _extent(front, 1) if levelled else jnp.int32(bond),
     )
-    (tensor, _, _), (chain, cut_needs) = lax.scan(
-        left_to_right, start, (positions, sites, constants["lags"])
-    )
+    lags = constants["lags"]
+    if memory >= 2:  # position memory - 2 is only reached by the leaving point
+        lags = lags.at[memory - 2].set(constants["leaving"])
+    (tensor, _, _), (chain, cut_needs) = lax.scan(left_to_right, start, (positions, sites, lags))
     last = tensor.reshape(wide, dim_m, bond, num_rows).sum(axis=3)  # carrier closed
     last = jnp.pad(last, ((0, 0), (0, 0), (0, wide - bond)))
 
@@ -439,6 +442,13 @@ class CompiledWindow:
             "epsrel": put(epsrel, self._float),
         }
         self._host_lags = default_np.zeros((0, self._num_rows, self._dim_m), dtype=self._dtype)
+        self._leaving = spec.leaving
+        if self._memory >= 2:
+            self._constants["leaving"] = put(lag_rows(self._memory))
+        #: device copies of the lumped couplings, moved only when they change
+        self._device_leaving = LastArguments(self._put)
+        #: window steps run so far (after the first point)
+        self._steps = 0
         bond = bond_bucket(initial_bond, self._min_bond)
         capacity = max(self._memory - 1, 1) if self._memory else 1
         host_front = default_np.zeros((self._dim_x, bond), dtype=self._dtype)
@@ -593,15 +603,18 @@ class CompiledWindow:
         sizes = kernel_sizes(bond, self._levels(bond))
         return next(size for size in sizes if size >= self._held_largest)
 
-    def load_host_window(self, window: Sequence[Any], log_scale: float, bond: int = 1) -> None:
-        """Continue from a window that was advanced on the host (see
-        :mod:`nonmarkov.engines.jax.engine`).
+    def load_host_window(
+        self, window: Sequence[Any], log_scale: float, bond: int = 1, steps: int = 0
+    ) -> None:
+        """Continue from a window that was advanced on the host for ``steps`` steps
+        (see :mod:`nonmarkov.engines.jax.engine`).
 
         ``window``: newest first, the front (1, x, k) normalised, then the sites
         (k, m, k') of :mod:`nonmarkov.kernels.window` (at most the capacity); its
         front's log-scale ``log_scale``. Padded to the smallest bucket that
         holds every bond and ``bond``; moved to the device in one transfer.
         """
+        self._steps = int(steps)
         sites = [default_np.asarray(site) for site in window]
         count = len(sites) - 1
         if count > self.capacity:
@@ -791,6 +804,9 @@ class CompiledWindow:
         if self._sitewise is not None:
             return self._run_chunk_sitewise(propagators)
         start = (self._front, self._sites, self._count, self._count_device, self._log_scale)
+        step_constants = [
+            self._step_constants(self._steps + i + 1) for i in range(len(propagators))
+        ]
         while True:
             final_count = start[2]
             for _ in propagators:
@@ -806,10 +822,10 @@ class CompiledWindow:
                 self._log_scale,
             )
             outputs: list[tuple[Any, Any]] = []
-            for between, second in propagators:
+            for (between, second), constants in zip(propagators, step_constants):
                 between, second = self._device_propagators(between, second)
                 front, sites, count, log_scale, readout, wanted = step(
-                    front, sites, count, log_scale, between, second, self._constants
+                    front, sites, count, log_scale, between, second, constants
                 )
                 if not outputs:  # the first call compiles (if needed), then runs async
                     self._schedule.chunk_dispatched()
@@ -840,9 +856,21 @@ class CompiledWindow:
             log_scale,
         )
         self._count = final_count
+        self._steps += len(propagators)
         self.chunks += 1
         self._plan_next_chunk(largest, len(propagators))
         return readouts, wanted
+
+    def _leaving_rows(self, step: int) -> Any:
+        """The device rows of the lumped coupling to the point that leaves the window in
+        window step ``step``, or None (no lumping at that step)."""
+        rows = None if self._leaving is None else self._leaving(step)
+        return None if rows is None else self._device_leaving(rows)
+
+    def _step_constants(self, step: int) -> dict[str, Any]:
+        """The constants of window step ``step`` (see :meth:`_leaving_rows`)."""
+        rows = self._leaving_rows(step)
+        return self._constants if rows is None else {**self._constants, "leaving": rows}
 
     def _sitewise_due(self) -> bool:
         """Whether the steps should now run site by site: from bucket
@@ -889,7 +917,9 @@ class CompiledWindow:
             [self._device_propagators(between, second) for between, second in propagators],
             self._site_lags,
             self._growth * len(propagators),
+            [self._leaving_rows(self._steps + i + 1) for i in range(len(propagators))],
         )
+        self._steps += len(propagators)
         self.redos += engine.redos - redos
         self.fetches += 1 + engine.redos - redos
         wanted = [max(step) for step in ranks]
