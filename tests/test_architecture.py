@@ -101,20 +101,84 @@ def test_oqupy_module_paths_are_attributes_of_the_package():
     """``import nonmarkov as oqupy`` scripts use ``oqupy.tempo.Tempo`` and the like
     without importing the submodule."""
     paths = {
-        "operators": ["sigma", "spin_dm", "left_super"],
-        "system": ["System", "TimeDependentSystem"],
+        "operators": [
+            "SIGMA",
+            "SPIN_DM",
+            "sigma",
+            "spin_dm",
+            "left_super",
+            "cross_commutator",
+            "cross_acommutator",
+            "cross_left_right_super",
+        ],
+        "system": ["BaseSystem", "System", "TimeDependentSystem"],
         "bath": ["Bath"],
         "correlations": ["BaseCorrelations", "PowerLawSD", "CustomSD", "CustomCorrelations"],
+        "bath_correlations": ["BaseCorrelations", "PowerLawSD", "CustomSD", "CustomCorrelations"],
         "control": ["Control"],
-        "tempo": ["Tempo", "TempoParameters", "guess_tempo_parameters", "tempo_compute"],
-        "pt_tempo": ["PtTempo", "pt_tempo_compute"],
-        "process_tensor": ["SimpleProcessTensor", "FileProcessTensor", "import_process_tensor"],
+        "tempo": [
+            "Tempo",
+            "TempoParameters",
+            "guess_tempo_parameters",
+            "tempo_compute",
+            "GUESS_WARNING_MSG",
+        ],
+        "pt_tempo": ["PtTempo", "pt_tempo_compute", "TempoParameters", "guess_tempo_parameters"],
+        "process_tensor": [
+            "BaseProcessTensor",
+            "TrivialProcessTensor",
+            "SimpleProcessTensor",
+            "FileProcessTensor",
+            "import_process_tensor",
+        ],
         "dynamics": ["Dynamics", "compute_dynamics"],
-        "helpers": [],
+        "system_dynamics": [
+            "compute_dynamics",
+            "compute_correlations",
+            "compute_correlations_nt",
+            "Indices",
+        ],
+        "helpers": ["plot_correlations_with_parameters"],
+        "version": ["__version__"],
     }
     for module, names in paths.items():
         submodule = getattr(nonmarkov, module)
+        assert module in nonmarkov.__all__, module
         for name in names:
             assert hasattr(submodule, name), f"nonmarkov.{module}.{name}"
             if hasattr(nonmarkov, name):  # the same object as the top-level name
                 assert getattr(submodule, name) is getattr(nonmarkov, name)
+    # the two module paths of the correlations hold the same classes
+    for name in paths["correlations"]:
+        assert getattr(nonmarkov.bath_correlations, name) is getattr(nonmarkov.correlations, name)
+
+
+def test_oqupy_module_paths_only_re_export():
+    """The module paths scripts import hold no code of their own: imports, a
+    docstring and (``system_dynamics.Indices``) a type alias."""
+    for module in (
+        "operators",
+        "system",
+        "bath",
+        "correlations",
+        "bath_correlations",
+        "control",
+        "tempo",
+        "pt_tempo",
+        "process_tensor",
+        "dynamics",
+        "system_dynamics",
+        "version",
+    ):
+        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                continue
+            is_alias = (
+                isinstance(node, ast.Assign)
+                and module == "system_dynamics"
+                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["Indices"]
+            )
+            assert is_alias, f"nonmarkov/{module}.py line {node.lineno} is not a re-export"

@@ -150,11 +150,15 @@ def test_unitary_super_and_lindblad_dissipator():
     assert_close(vec(numpy.eye(d)) @ op.lindblad_dissipator(a), numpy.zeros(d * d))
 
 
-def test_cross_left_right_super_composes_two_operations():
+def test_cross_left_right_super_acts_on_two_sites():
+    """R -> (A1 kron A2) R (B1 kron B2), site by site: on a product state
+    rho1 kron rho2 (vector vec(rho1) kron vec(rho2)) each site gets A_n rho_n B_n."""
     d = 2
-    a1, b1, a2, b2, rho = (random_matrix(d) for _ in range(5))
+    a1, b1, a2, b2, rho1, rho2 = (random_matrix(d) for _ in range(6))
     superop = op.cross_left_right_super(a1, b1, a2, b2)
-    assert_close(superop @ vec(rho), vec(a1 @ (a2 @ rho @ b2) @ b1))
+    assert superop.shape == (d**4, d**4)
+    expected = numpy.kron(vec(a1 @ rho1 @ b1), vec(a2 @ rho2 @ b2))
+    assert_close(superop @ numpy.kron(vec(rho1), vec(rho2)), expected)
 
 
 def test_preparation_traces_out_and_prepares():

@@ -149,9 +149,10 @@ def test_tempo_compute_one_call_equals_class():
 
 def test_tempo_compute_guessed_parameters_zero_coupling():
     omega, gamma, system, bath, rho0 = lindblad_problem()
-    dynamics = nm.tempo_compute(
-        system, bath, rho0, 0.0, 0.5, tolerance=1e-2, progress_type="silent"
-    )
+    with pytest.warns(UserWarning, match="guess_tempo_parameters"):
+        dynamics = nm.tempo_compute(
+            system, bath, rho0, 0.0, 0.5, tolerance=1e-2, progress_type="silent"
+        )
     assert dynamics.times[-1] == pytest.approx(0.5)
     excited, coherence = lindblad_exact(omega, gamma, rho0, dynamics.times)
     np.testing.assert_allclose(dynamics.states[:, 0, 0], excited, atol=1e-10)
@@ -174,7 +175,8 @@ def test_guess_parameters_are_sensible_and_memory_cut_follows_correlations():
     bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.2, 1.0, wc))
     guesses = {}
     for tolerance in (1e-2, 1e-3):
-        parameters = nm.guess_tempo_parameters(bath, 0.0, 4.0, system, tolerance=tolerance)
+        with pytest.warns(UserWarning, match="guess_tempo_parameters"):
+            parameters = nm.guess_tempo_parameters(bath, 0.0, 4.0, system, tolerance=tolerance)
         assert isinstance(parameters, nm.TempoParameters)
         assert 0.0 < parameters.dt <= 4.0 / 100.0 + 1e-15
         assert 0.0 < parameters.epsrel < 1.0
@@ -192,7 +194,8 @@ def test_guess_parameters_are_sensible_and_memory_cut_follows_correlations():
 def test_guess_parameters_zero_coupling():
     _, _, system, bath, _ = lindblad_problem()
     for with_system in (None, system):
-        parameters = nm.guess_tempo_parameters(bath, 0.0, 2.0, with_system)
+        with pytest.warns(UserWarning, match="guess_tempo_parameters"):
+            parameters = nm.guess_tempo_parameters(bath, 0.0, 2.0, with_system)
         assert parameters.dt > 0.0
         assert 0.0 < parameters.epsrel < 1.0
         assert parameters.dkmax == 1

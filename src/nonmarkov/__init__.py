@@ -4,12 +4,14 @@ Public API, compatible in names and argument names with OQuPy 0.5, so that
 ``import nonmarkov as oqupy`` runs an existing script. The package is layered
 (docs/ARCHITECTURE.md): ``model`` -> ``influence`` -> ``methods`` -> ``engines``
 -> results; the modules ``operators``, ``system``, ``bath``, ``correlations``,
-``control``, ``tempo``, ``pt_tempo``, ``process_tensor`` and ``dynamics`` are
-the module paths scripts import, re-exporting the real code.
+``bath_correlations``, ``control``, ``tempo``, ``pt_tempo``, ``process_tensor``,
+``dynamics``, ``system_dynamics``, ``helpers`` and ``version`` are the module
+paths scripts import, re-exporting the real code.
 """
 
 from . import backends as backends
 from . import bath as bath
+from . import bath_correlations as bath_correlations
 from . import control as control
 from . import correlations as correlations
 from . import dynamics as dynamics
@@ -19,7 +21,9 @@ from . import options as options
 from . import process_tensor as process_tensor
 from . import pt_tempo as pt_tempo
 from . import system as system
+from . import system_dynamics as system_dynamics
 from . import tempo as tempo
+from . import version as version
 from ._version import __version__ as __version__
 from .io.results import Dynamics as Dynamics
 from .io.results import import_dynamics as import_dynamics
@@ -72,6 +76,7 @@ __all__ = [
     "__version__",
     "backends",
     "bath",
+    "bath_correlations",
     "compute_correlations",
     "compute_correlations_nt",
     "compute_dynamics",
@@ -94,6 +99,8 @@ __all__ = [
     "pt_uniform_compute",
     "set_default_options",
     "system",
+    "system_dynamics",
     "tempo",
     "tempo_compute",
+    "version",
 ]

@@ -3,5 +3,6 @@ and :mod:`nonmarkov.model.parameters`."""
 
 from .methods.tempo import Tempo as Tempo
 from .methods.tempo import tempo_compute as tempo_compute
+from .model.parameters import GUESS_WARNING_MSG as GUESS_WARNING_MSG
 from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters

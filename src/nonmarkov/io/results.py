@@ -70,20 +70,30 @@ class Dynamics:
         return default_np.array(self._states)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of ``states``: (N, d, d)."""
-        return self.states.shape
+    def shape(self) -> default_np.ndarray:
+        """Shape of one state as an integer array, ``array([d, d])``.
+
+        Before the first state is added there is no shape: the value is then
+        ``numpy.array(None, dtype=object)``, a 0-d array holding None (test
+        ``len(dynamics) == 0`` for an empty Dynamics). All states together
+        have shape ``(len(dynamics), d, d)``: ``dynamics.states.shape``.
+        """
+        if not self._states:
+            return default_np.array(None, dtype=object)
+        return default_np.array(self._states[0].shape)
 
     def expectations(
         self, operator: Any = None, real: bool = False
-    ) -> tuple[default_np.ndarray, default_np.ndarray]:
-        """Return ``(times, Tr(operator rho(t)))``; the trace if ``operator`` is None.
+    ) -> tuple[default_np.ndarray | None, default_np.ndarray | None]:
+        """Return ``(times, Tr(operator rho(t)))``: (N,) floats and (N,) values.
 
-        ``real=True`` returns the real part (for Hermitian operators).
+        ``operator``: a (d, d) matrix O; None gives the trace Tr(rho(t)).
+        ``real=True`` returns the real part only (for Hermitian operators),
+        else the complex values. An empty Dynamics returns ``(None, None)``.
         """
+        if not self._states:
+            return None, None
         states = self.states
-        if len(states) == 0:
-            return self.times, default_np.zeros(0)
         if operator is None:
             values = default_np.trace(states, axis1=1, axis2=2)
         else:

@@ -84,6 +84,27 @@ class Bath:
         s = self._eigenvalues
         return default_np.repeat(s, len(s)), default_np.tile(s, len(s))
 
+    @property
+    def coupling_comm(self) -> default_np.ndarray:
+        """Diagonal of the commutator superoperator of S in its eigenbasis, (d^2,) complex.
+
+        Entry alpha = a*d + b (ket a, bra b) is s_a - s_b: ``[diag(s), .]`` acts
+        on |a><b| by this factor. Real valued; complex dtype like the other
+        superoperators.
+        """
+        s_plus, s_minus = self.liouville_eigenvalues()
+        return (s_plus - s_minus).astype(default_np.complex128)
+
+    @property
+    def coupling_acomm(self) -> default_np.ndarray:
+        """Diagonal of the anticommutator superoperator of S in its eigenbasis, (d^2,) complex.
+
+        Entry alpha = a*d + b (ket a, bra b) is s_a + s_b, in the order of
+        :attr:`coupling_comm`.
+        """
+        s_plus, s_minus = self.liouville_eigenvalues()
+        return (s_plus + s_minus).astype(default_np.complex128)
+
     def liouville_degeneracy(
         self,
     ) -> tuple[default_np.ndarray, default_np.ndarray, default_np.ndarray]:

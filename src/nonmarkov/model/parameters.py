@@ -11,7 +11,7 @@ import numpy as default_np
 from .. import config
 from .. import validation as check
 from .bath import Bath
-from .system import BaseSystem
+from .system import BaseSystem, TimeDependentSystem
 
 
 class TempoParameters:
@@ -128,12 +128,72 @@ def check_bath_interval(bath: Any, start_time: Any, end_time: Any) -> tuple[floa
     return start_time, end_time
 
 
+#: The text of the ``UserWarning`` that :func:`guess_tempo_parameters` gives.
+GUESS_WARNING_MSG = (
+    "guess_tempo_parameters: the TEMPO parameters are estimated from the bath "
+    "correlations (and the system, if given); the estimate is a starting point, "
+    "not a converged choice: check the dynamics by tightening dt, epsrel and the "
+    "memory cut"
+)
+
+#: Default of ``max_samples``: the most times at which the generator of a
+#: time-dependent system is sampled to find its largest rate.
+DEFAULT_MAX_SAMPLES = 5000
+
+_FIRST_SAMPLES = 11
+
+
+def _sample_count(value: Any) -> int:
+    """``max_samples`` as an int >= 1: an int, or a float with an integer value."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return check.positive_integer(value, "max_samples")
+
+
+def _system_rate(
+    system: BaseSystem, start_time: float, end_time: float, tolerance: float, max_samples: int
+) -> float:
+    """Largest ||L_S(t)||_2 (spectral norm of the Liouvillian) over [start_time, end_time].
+
+    A time-independent system needs one evaluation. A time-dependent one is
+    sampled on nested uniform grids of 11, 21, 41, ... times, refined while
+    the maximum still grows by more than ``tolerance`` relative to it and the
+    next grid has at most ``max_samples`` times; a ``UserWarning`` says so if
+    the limit stops the refinement first.
+    """
+    if not isinstance(system, TimeDependentSystem):
+        return float(default_np.linalg.norm(system.liouvillian(start_time), 2))
+
+    def largest(times: default_np.ndarray) -> float:
+        return max(float(default_np.linalg.norm(system.liouvillian(t), 2)) for t in times)
+
+    count = min(_FIRST_SAMPLES, max_samples)
+    rate = largest(default_np.linspace(start_time, end_time, count))
+    while True:
+        refined = 2 * count - 1
+        if count == 1 or refined > max_samples:
+            warnings.warn(
+                f"guess_tempo_parameters: the largest rate of the time-dependent system is "
+                f"estimated from {count} sample times (max_samples={max_samples}) and may not "
+                "have settled; raise max_samples or choose dt by hand",
+                UserWarning,
+                stacklevel=3,
+            )
+            return rate
+        new_rate = largest(default_np.linspace(start_time, end_time, refined))
+        count = refined
+        if abs(new_rate - rate) <= tolerance * max(new_rate, 1e-300):
+            return new_rate
+        rate = new_rate
+
+
 def guess_tempo_parameters(
     bath: Bath,
     start_time: float,
     end_time: float,
     system: BaseSystem | None = None,
     tolerance: float = config.DEFAULT_TOLERANCE,
+    max_samples: int | float = DEFAULT_MAX_SAMPLES,
 ) -> TempoParameters:
     """Guess ``TempoParameters`` that reach about ``tolerance`` in the dynamics.
 
@@ -144,22 +204,39 @@ def guess_tempo_parameters(
       at most a hundredth of the simulated interval;
     - epsrel: tolerance^(3/2), since truncation errors add up over steps.
 
-    Works at zero coupling (then the memory cut is one step). The estimate is
-    a starting point; check convergence by tightening the parameters.
+    ||L_S|| is the spectral norm of the system's Liouvillian (Hamiltonian and
+    Lindblad terms). For a :class:`~nonmarkov.TimeDependentSystem` it is the
+    largest over [start_time, end_time], sampled on grids that are refined
+    (11, 21, 41, ... times) until the largest value settles to ``tolerance``;
+    ``max_samples`` (a whole number >= 1; an integral float such as 1e4 is
+    accepted) caps the number of sample times, with a
+    ``UserWarning`` if the cap stops the refinement. A time-independent system
+    needs one evaluation and ignores ``max_samples``.
+
+    Every call gives a ``UserWarning`` (:data:`GUESS_WARNING_MSG`): the
+    estimate is a starting point; check convergence by tightening the
+    parameters. Works at zero coupling (then the memory cut is one step).
     """
     start_time, end_time = check_bath_interval(bath, start_time, end_time)
     tolerance = check.positive_number(tolerance, "tolerance")
     if tolerance >= 1.0:
         raise ValueError(f"tolerance must be < 1; got {tolerance}")
-    interval = end_time - start_time
-    dt_candidates = [interval / 100.0, 0.5 * _correlation_resolution(bath)]
+    max_samples = _sample_count(max_samples)
     if system is not None:
+        if not isinstance(system, BaseSystem):
+            raise TypeError(
+                f"system must be None, a System or a TimeDependentSystem; got "
+                f"{type(system).__name__}"
+            )
         if system.dimension != bath.dimension:
             raise ValueError(
                 f"system dimension {system.dimension} differs from bath dimension {bath.dimension}"
             )
-        liouvillian = system.liouvillian(start_time)
-        norm = float(default_np.linalg.norm(liouvillian, 2))
+    warnings.warn(GUESS_WARNING_MSG, UserWarning, stacklevel=2)
+    interval = end_time - start_time
+    dt_candidates = [interval / 100.0, 0.5 * _correlation_resolution(bath)]
+    if system is not None:
+        norm = _system_rate(system, start_time, end_time, tolerance, max_samples)
         if norm > 0:
             dt_candidates.append(math.sqrt(tolerance) / norm)
     dt = min(dt_candidates)

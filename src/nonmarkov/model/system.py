@@ -144,6 +144,28 @@ class System(BaseSystem):
 
         return propagators
 
+    def get_unitary_propagators(
+        self,
+        dt: float,
+        start_time: float = 0.0,
+        subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+        liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+    ) -> Callable[[int], PropagatorPair]:
+        """``propagators(step) -> (first_half, second_half)`` in Hilbert space.
+
+        Both halves are U = expm(-i H dt/2), (d, d): the closed-system
+        evolution over half a step, without the Lindblad terms. The arguments
+        are those of :meth:`get_propagators`; ``start_time``, ``subdiv_limit``
+        and ``liouvillian_epsrel`` do not change a time-independent result.
+        """
+        dt = check.positive_number(dt, "dt")
+        half = scipy.linalg.expm(self._hamiltonian * (-0.5j * dt))
+
+        def propagators(step: int) -> PropagatorPair:
+            return half, half
+
+        return propagators
+
 
 def _evaluate_checked(
     function: Callable, t: float, name: str, dimension: int | None, hermitian: bool
@@ -206,6 +228,24 @@ class TimeDependentSystem(BaseSystem):
     def hamiltonian(self, t: float) -> default_np.ndarray:
         """The Hamiltonian at time ``t``, (d, d)."""
         return default_np.asarray(self._hamiltonian(t), dtype=default_np.complex128)
+
+    @property
+    def gammas(self) -> list[Callable[[Any], default_np.ndarray]]:
+        """The rates as callables of time, one per Lindblad operator.
+
+        Each is the user's function vectorised over t: a float t gives a 0-d
+        array, an array of times an array of rates of the same shape.
+        """
+        return list(self._gammas)
+
+    @property
+    def lindblad_operators(self) -> list[Callable[[Any], default_np.ndarray]]:
+        """The Lindblad operators as callables of time.
+
+        Each is the user's function vectorised over t: a float t gives a
+        (d, d) array, an array of N times an (N, d, d) array.
+        """
+        return list(self._lindblad_operators)
 
     def liouvillian(self, t: float | None = None) -> default_np.ndarray:
         """The Liouvillian at time ``t``, (d^2, d^2)."""
