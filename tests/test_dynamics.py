@@ -340,7 +340,7 @@ def test_simple_process_tensor_accessors(bath_pt):
     for step in range(len(bath_pt)):
         tensor, classes = bath_pt.get_step_tensor(step)
         assert tensor.shape[:2] == (bonds[step], bonds[step + 1])
-        mpo = bath_pt.get_mpo_tensor(step)
+        mpo = bath_pt.get_mpo_tensor(step, transformed=False)
         assert mpo.shape == (bonds[step], bonds[step + 1], 4, 4)
         diagonal = np.einsum("abii->abi", mpo)
         np.testing.assert_array_equal(diagonal, tensor[:, :, classes])

@@ -261,7 +261,7 @@ def contracted(influence, finalised, window, log_scale):
     sites = [site for site, _ in finalised if site is not None] + list(reversed(window))
     to_eigen, from_eigen = influence.liouville_transforms()
     process_tensor = nm.SimpleProcessTensor(
-        2, PT_PARAMETERS.dt, to_eigen, from_eigen, influence.classes
+        2, PT_PARAMETERS.dt, to_eigen, from_eigen, classes=influence.classes
     )
     share = log_scale / len(sites)
     for step, site in enumerate(sites):

@@ -265,7 +265,7 @@ def test_file_process_tensor_write_modes(memory_pt, tmp_path):
         0.1,
         memory_pt.transform_in,
         memory_pt.transform_out,
-        classes,
+        classes=classes,
         name="four",
         metadata={"steps": 4},
     ) as out:

@@ -65,6 +65,8 @@ def _resolve_grid(
     if num_steps is not None:
         num_steps = check.positive_integer(num_steps, "num_steps", minimum=0)
     for i, pt in enumerate(process_tensors):
+        if pt.dt is None and dt is not None:
+            continue  # a process tensor without a time grid runs on the given dt
         step = pt.time_step()
         if dt is None:
             dt = step

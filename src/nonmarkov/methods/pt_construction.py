@@ -26,20 +26,30 @@ def pt_tempo_compute(
     start_time: float,
     end_time: float,
     parameters: TempoParameters | None = None,
-    tolerance: float | None = None,
     unique: bool = False,
+    tolerance: float | None = None,
     process_tensor_file: str | os.PathLike | bool | None = None,
     overwrite: bool = False,
+    backend_config: dict | None = None,
     progress_type: str | None = None,
     name: str | None = None,
     description: str | None = None,
+    *,
     method: str = "sequential",
     options: EngineOptions | None = None,
 ) -> BaseProcessTensor:
     """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
 
-    If ``parameters`` is None they are guessed (``tolerance`` as given).
+    The positional order is OQuPy's: ``bath, start_time, end_time,
+    parameters, unique, tolerance, process_tensor_file, overwrite,
+    backend_config, progress_type, name, description``; ``method`` and
+    ``options`` are keywords only.
+
+    If ``parameters`` is None they are guessed (``tolerance`` as given; None:
+    the default of :func:`~nonmarkov.guess_tempo_parameters`).
     ``process_tensor_file`` and ``overwrite`` as for :class:`PtTempo`.
+    ``backend_config``: accepted for OQuPy scripts and ignored (a non-empty
+    dict with a warning; see :func:`nonmarkov.methods.checks.backend_config`).
     ``method`` chooses the construction of the same kind of process tensor
     (docs/long_time.md): ``'sequential'`` is PT-TEMPO step by step;
     ``'divide_and_conquer'`` combines blocks of doubling length
@@ -50,6 +60,7 @@ def pt_tempo_compute(
     ``options``: the engine options of the window steps (sequential and
     repeated block; divide and conquer runs on the host).
     """
+    checks.backend_config(backend_config, "pt_tempo_compute")
     if method not in PT_METHODS:
         raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
     if parameters is None:
@@ -88,7 +99,7 @@ def pt_tempo_compute(
         if target is None:
             return pt
         pt.export(target, overwrite=overwrite)
-        return FileProcessTensor(target, "read")
+        return FileProcessTensor("read", target)
     pt_tempo = PtTempo(
         bath,
         start_time,

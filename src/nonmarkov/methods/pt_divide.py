@@ -202,10 +202,10 @@ def pt_divide_and_conquer_compute(
         parameters.dt,
         to_eigen,
         from_eigen,
-        influence.classes,
         "Unnamed divide-and-conquer PT" if name is None else str(name),
         description,
-        metadata,
+        classes=influence.classes,
+        metadata=metadata,
     )
     share = math.exp(log_scale / num_steps)
     for step, site in enumerate(chain):

@@ -156,20 +156,30 @@ class PtTempo:
         """An empty process tensor (in memory, or a file being written) for the steps."""
         influence = self._influence
         to_eigen, from_eigen = influence.liouville_transforms()
-        arguments = (
-            self.bath.dimension,
-            self._parameters.dt,
+        d, dt = self.bath.dimension, self._parameters.dt
+        if self._file is None:
+            return SimpleProcessTensor(
+                d,
+                dt,
+                to_eigen,
+                from_eigen,
+                self.name,
+                self.description,
+                classes=influence.classes,
+                metadata=self.metadata,
+            )
+        return FileProcessTensor(
+            "overwrite" if self._overwrite else "write",
+            self._file,
+            d,
+            dt,
             to_eigen,
             from_eigen,
-            influence.classes,
             self.name,
             self.description,
-            self.metadata,
+            classes=influence.classes,
+            metadata=self.metadata,
         )
-        if self._file is None:
-            return SimpleProcessTensor(*arguments)
-        mode = "overwrite" if self._overwrite else "write"
-        return FileProcessTensor(self._file, mode, *arguments)
 
     def _run(self, sink: _StepSink, progress_type: str) -> None:
         """The PT-TEMPO loop; hands every finalised site to ``sink``."""
@@ -246,7 +256,7 @@ class _StepSink:
         """The finished process tensor (a file is completed and reopened for reading)."""
         if isinstance(self.target, FileProcessTensor):
             self.target.close()
-            return FileProcessTensor(self.target.filename, "read")
+            return FileProcessTensor("read", self.target.filename)
         return self.target
 
     def abort(self) -> None:

@@ -204,17 +204,26 @@ def tempo_compute(
     parameters: TempoParameters | None = None,
     tolerance: float | None = None,
     unique: bool = False,
+    backend_config: dict | None = None,
     progress_type: str | None = None,
     name: str | None = None,
     description: str | None = None,
+    *,
     options: EngineOptions | None = None,
 ) -> Dynamics:
     """One-call TEMPO: build a :class:`Tempo` and compute up to ``end_time``.
 
+    The positional order is OQuPy's: ``system, bath, initial_state,
+    start_time, end_time, parameters, tolerance, unique, backend_config,
+    progress_type, name, description``; ``options`` is a keyword only.
     If ``parameters`` is None they are guessed with
     :func:`~nonmarkov.guess_tempo_parameters` (``tolerance`` as given).
+    ``backend_config``: accepted for OQuPy scripts and ignored (None or {}
+    silently, another dict with a ``UserWarning``, anything else a
+    TypeError; :func:`nonmarkov.methods.checks.backend_config`).
     ``options``: the engine options (None: the library default).
     """
+    check.backend_config(backend_config, "tempo_compute")
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, system, **kwargs)

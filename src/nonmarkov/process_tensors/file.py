@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
+import uuid
 import warnings
 from typing import Any
 
@@ -20,7 +22,11 @@ import numpy as default_np
 
 from .. import validation as check
 from . import hdf5
-from .base import BaseProcessTensor, SimpleProcessTensor
+from .base import (
+    BaseProcessTensor,
+    SimpleProcessTensor,
+    mpo_to_step_tensor,
+)
 from .hdf5 import FORMAT_NAME as FORMAT_NAME
 from .hdf5 import FORMAT_VERSION as FORMAT_VERSION
 from .hdf5 import ProcessTensorFileError as ProcessTensorFileError
@@ -30,52 +36,87 @@ MODES = ("read", "write", "overwrite")
 PROCESS_TENSOR_TYPES = ("file", "simple")
 
 
+def _is_mode(value: Any) -> bool:
+    return isinstance(value, str) and value in MODES
+
+
+def _mode_and_filename(first: Any, second: Any) -> tuple[Any, Any]:
+    """(mode, filename) of the first two arguments of :class:`FileProcessTensor`:
+    ``(mode, filename)`` if the first is a mode, else ``(filename, mode)``,
+    the mode ``'read'`` if only a filename is given."""
+    if _is_mode(first):
+        return first, second
+    if first is None:
+        if second is None:
+            raise TypeError("FileProcessTensor needs a mode and a filename")
+        return "read", second
+    return ("read" if second is None else second), first
+
+
+def automatic_filename() -> str:
+    """A new name ``pt_<random>.hdf5`` in the temporary directory."""
+    return os.path.join(tempfile.gettempdir(), f"pt_{uuid.uuid4().hex[:12]}.hdf5")
+
+
 class FileProcessTensor(BaseProcessTensor):
     """A process tensor in an HDF5 file, read one step at a time.
 
+    ``FileProcessTensor(mode, filename=None, hilbert_space_dimension=None,
+    dt=None, transform_in=None, transform_out=None, name=None,
+    description=None, *, classes=None, metadata=None)``: OQuPy's positional
+    order. Also accepted: ``FileProcessTensor(filename)`` (read) and
+    ``FileProcessTensor(filename, mode, ...)``. The rule: the first argument
+    is the mode if it is one of ``'read'``, ``'write'``, ``'overwrite'``;
+    otherwise it is the filename and the second argument (default
+    ``'read'``) the mode. A file literally named like a mode is given as
+    ``filename=`` or with a directory (``'./read'``).
+
     Parameters
     ----------
-    filename : path of the file.
     mode : ``'read'`` (open an existing, complete file), ``'write'`` (create
         a new file; error if it exists) or ``'overwrite'`` (create, replacing
-        an existing file once the new one is complete). The OQuPy order
-        ``FileProcessTensor('read', filename)`` is accepted too.
+        an existing file once the new one is complete).
+    filename : path of the file. None in a write mode: an automatic name
+        ``pt_<random>.hdf5`` in the temporary directory (``filename`` tells
+        which).
     hilbert_space_dimension, dt : system dimension d and time step (write
         modes only; read from the file otherwise).
-    transform_in, transform_out : (d^2, d^2) basis maps (write modes; None:
-        identity).
+    transform_in, transform_out : (d^2, d^2) basis maps on column vectors
+        (write modes; None: identity).
+    name, description : optional text (write modes).
     classes : (d^2,) class of each Liouville index (write modes; None:
         identity, m = d^2).
-    name, description : optional text (write modes).
     metadata : JSON-serialisable dict stored with the file (write modes),
         e.g. the bath and parameters that made the process tensor.
 
-    In write mode, append step tensors T[b, b', c] with :meth:`set`, then
+    In write mode, append step tensors T[b, b', c] with :meth:`set` (or
+    OQuPy-layout MPO tensors with :meth:`set_mpo_tensor`), then
     :meth:`close` (or leave a ``with`` block) to complete the file; leaving
     the block with an exception discards it. Step tensors are complex128.
+    Caps set with :meth:`set_cap_tensor` are held in memory, not in the file.
     """
 
     def __init__(
         self,
-        filename: Any,
-        mode: str = "read",
+        mode: Any = None,
+        filename: Any = None,
         hilbert_space_dimension: int | None = None,
         dt: float | None = None,
         transform_in: Any = None,
         transform_out: Any = None,
+        name: Any = None,
+        description: Any = None,
+        *,
         classes: Any = None,
-        name: str | None = None,
-        description: str | None = None,
         metadata: dict | None = None,
     ):
-        if (
-            isinstance(filename, str)
-            and filename in MODES
-            and not (isinstance(mode, str) and mode in MODES)
-        ):
-            filename, mode = mode, filename  # OQuPy argument order (mode, filename)
-        self._filename = hdf5.check_filename(filename)
+        mode, filename = _mode_and_filename(mode, filename)
         self._mode = check.choice(mode, MODES, "mode")
+        if filename is None:
+            if self._mode == "read":
+                raise TypeError("FileProcessTensor in mode 'read' needs a filename")
+            filename = automatic_filename()
+        self._filename = hdf5.check_filename(filename)
         self._reader: hdf5.Reader | None = None  # mode 'read'
         self._writer: hdf5.Writer | None = None  # modes 'write' and 'overwrite'
         if self._mode == "read":
@@ -158,6 +199,14 @@ class FileProcessTensor(BaseProcessTensor):
         self._require_open(writing=True)
         if self._writer is not None:
             self._writer.write_step(step, tensor)
+            self._tensor_changed(int(step), self._shapes[int(step)])
+
+    def set_mpo_tensor(self, step: int, tensor: Any) -> None:
+        """Write the MPO tensor of ``step`` in OQuPy's layout (untransformed):
+        (b, b', d^2, d^2) diagonal in its system legs, or (b, b', d^2); see
+        :meth:`BaseProcessTensor.set_mpo_tensor`. Write modes."""
+        self._require_open(writing=True)
+        self.set(step, mpo_to_step_tensor(tensor, self._classes))
 
     def close(self) -> None:
         """Complete and close a file being written, or close a file being read.
@@ -309,7 +358,7 @@ def import_process_tensor(
     """
     kind = "file" if process_tensor_type is None else process_tensor_type
     kind = check.choice(kind, PROCESS_TENSOR_TYPES, "process_tensor_type")
-    file_pt = FileProcessTensor(filename, "read")
+    file_pt = FileProcessTensor("read", filename)
     if kind == "file":
         return file_pt
     try:
@@ -318,9 +367,9 @@ def import_process_tensor(
             file_pt.time_step(),
             file_pt.transform_in,
             file_pt.transform_out,
-            file_pt.classes,
             file_pt.name,
             file_pt.description,
+            classes=file_pt.classes,
             metadata=file_pt.metadata,
         )
         for step in range(len(file_pt)):

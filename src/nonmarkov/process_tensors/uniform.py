@@ -23,9 +23,12 @@ class UniformProcessTensor(BaseProcessTensor):
 
     Step k < K uses ``start_tensors[k]``, every later step ``tensor``; the
     bond after step k >= K - 1 is closed by ``end_vector`` (traced future).
-    It serves any number of steps: ``num_steps`` is None and ``len()`` is
-    refused; :meth:`get_cap` gives the cap of any step without contracting
-    the future.
+    It serves any number of steps: ``num_steps`` is None, ``max_step`` is
+    ``math.inf`` and ``len()`` is refused; :meth:`get_cap` gives the cap of
+    any step without contracting the future. In OQuPy's layout
+    (:mod:`nonmarkov.process_tensors.base`), ``get_mpo_tensor(k)`` and
+    ``get_cap_tensor(k)`` serve any step k >= 0; setting tensors or caps is
+    refused.
 
     Parameters
     ----------
@@ -149,6 +152,15 @@ class UniformProcessTensor(BaseProcessTensor):
         """Vector that closes the bond after ``step`` with a traced future."""
         step = check.positive_integer(step, "step", minimum=0)
         return self._start_caps[step] if step < len(self._blocks) else self._end
+
+    def set_cap_tensor(self, step: int, tensor: Any = None) -> None:
+        """Refused (TypeError): the caps of a uniform process tensor follow from its
+        tensors (``end_vector``); ``get_cap_tensor(k)`` gives them in OQuPy's
+        layout, the cap before step k (``get_cap(k - 1)`` for k >= 1)."""
+        raise TypeError(
+            "UniformProcessTensor does not allow setting cap tensors: they follow from "
+            "its tensor and end_vector"
+        )
 
     def trace_transfer_matrix(self) -> default_np.ndarray:
         """E[b, b'] = sum_c w_c T[b, b', c], w = 1/d on each diagonal index."""
