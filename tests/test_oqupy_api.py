@@ -446,3 +446,40 @@ def test_expectations_are_traces_with_the_operator():
     assert_close(trace, np.ones(4))
     with pytest.raises(ValueError, match="operator"):
         dynamics.expectations(np.eye(2))
+
+
+def test_parameters_bath_and_control_attributes_are_read_only_as_in_oqupy():
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=3, add_correlation_time=1.0)
+    for name in ("dt", "epsrel", "add_correlation_time", "subdiv_limit", "liouvillian_epsrel"):
+        with pytest.raises(AttributeError):
+            setattr(parameters, name, 0.5)
+    assert (parameters.dt, parameters.epsrel, parameters.add_correlation_time) == (0.1, 1e-6, 1.0)
+    bath = nm.Bath(0.5 * np.diag([1.0, -1.0]), nm.PowerLawSD(0.1, 1.0, 5.0))
+    with pytest.raises(AttributeError):
+        bath.correlations = nm.PowerLawSD(0.2, 1.0, 5.0)
+    control = nm.Control(2)
+    with pytest.raises(AttributeError):
+        control.dimension = 3
+
+
+def test_unique_must_be_a_boolean():
+    bath = nm.Bath(0.5 * np.diag([1.0, -1.0]), nm.PowerLawSD(0.1, 1.0, 5.0))
+    system = nm.System(np.zeros((2, 2)))
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=3)
+    rho0 = np.diag([1.0, 0.0]).astype(complex)
+    with pytest.raises(TypeError, match="unique must be True or False"):
+        nm.Tempo(system, bath, parameters, rho0, 0.0, unique="bla")
+    with pytest.raises(TypeError, match="unique must be True or False"):
+        nm.PtTempo(bath, 0.0, 1.0, parameters, unique="yes")
+
+
+def test_propagators_take_oqupys_argument_names():
+    """get_propagators(dt, start_time, subdiv_limit, epsrel) as in OQuPy 0.5."""
+    system = nm.TimeDependentSystem(lambda t: np.cos(t) * np.array([[0.0, 1.0], [1.0, 0.0]]))
+    by_name = system.get_propagators(dt=0.1, start_time=0.0, subdiv_limit=256, epsrel=1e-12)(3)
+    by_position = system.get_propagators(0.1, 0.0, 256, 1e-12)(3)
+    np.testing.assert_array_equal(by_name[0], by_position[0])
+    unitary = nm.System(0.5 * np.diag([1.0, -1.0])).get_unitary_propagators(
+        dt=0.2, start_time=0.0, subdiv_limit=None, epsrel=1e-8
+    )(0)[0]
+    np.testing.assert_allclose(unitary, np.diag(np.exp([-0.05j, 0.05j])), atol=1e-14)

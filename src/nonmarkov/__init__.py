@@ -26,10 +26,14 @@ from . import tempo as tempo
 from . import version as version
 from ._version import __version__ as __version__
 from .io.results import Dynamics as Dynamics
+from .io.results import MeanFieldDynamics as MeanFieldDynamics
 from .io.results import import_dynamics as import_dynamics
+from .io.results import import_mean_field_dynamics as import_mean_field_dynamics
 from .methods.correlations import compute_correlations as compute_correlations
 from .methods.correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.dynamics import compute_dynamics as compute_dynamics
+from .methods.mean_field import MeanFieldTempo as MeanFieldTempo
+from .methods.mean_field import compute_dynamics_with_field as compute_dynamics_with_field
 from .methods.pt_construction import pt_tempo_compute as pt_tempo_compute
 from .methods.pt_divide import pt_divide_and_conquer_compute as pt_divide_and_conquer_compute
 from .methods.pt_repeated import pt_repeated_block_compute as pt_repeated_block_compute
@@ -46,8 +50,10 @@ from .model.correlations import CustomSD as CustomSD
 from .model.correlations import PowerLawSD as PowerLawSD
 from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters
+from .model.system import MeanFieldSystem as MeanFieldSystem
 from .model.system import System as System
 from .model.system import TimeDependentSystem as TimeDependentSystem
+from .model.system import TimeDependentSystemWithField as TimeDependentSystemWithField
 from .options import EngineOptions as EngineOptions
 from .options import set_default_options as set_default_options
 from .process_tensors.base import SimpleProcessTensor as SimpleProcessTensor
@@ -64,6 +70,9 @@ __all__ = [
     "Dynamics",
     "EngineOptions",
     "FileProcessTensor",
+    "MeanFieldDynamics",
+    "MeanFieldSystem",
+    "MeanFieldTempo",
     "PowerLawSD",
     "PtTempo",
     "SimpleProcessTensor",
@@ -71,6 +80,7 @@ __all__ = [
     "Tempo",
     "TempoParameters",
     "TimeDependentSystem",
+    "TimeDependentSystemWithField",
     "TrivialProcessTensor",
     "UniformProcessTensor",
     "__version__",
@@ -80,6 +90,7 @@ __all__ = [
     "compute_correlations",
     "compute_correlations_nt",
     "compute_dynamics",
+    "compute_dynamics_with_field",
     "compute_steady_state",
     "compute_uniform_dynamics",
     "control",
@@ -88,6 +99,7 @@ __all__ = [
     "guess_tempo_parameters",
     "helpers",
     "import_dynamics",
+    "import_mean_field_dynamics",
     "import_process_tensor",
     "operators",
     "options",

@@ -1,6 +1,7 @@
 """OQuPy's module path ``tempo``; the code lives in :mod:`nonmarkov.methods.tempo`
 and :mod:`nonmarkov.model.parameters`."""
 
+from .methods.mean_field import MeanFieldTempo as MeanFieldTempo
 from .methods.tempo import Tempo as Tempo
 from .methods.tempo import tempo_compute as tempo_compute
 from .model.parameters import GUESS_WARNING_MSG as GUESS_WARNING_MSG

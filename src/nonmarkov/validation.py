@@ -34,6 +34,13 @@ def real_number(value: Any, name: str, allow_infinity: bool = False) -> float:
     return value
 
 
+def boolean(value: Any, name: str) -> bool:
+    """``True`` or ``False`` (also NumPy's), else a ``TypeError`` naming ``name``."""
+    if isinstance(value, (bool, default_np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False; got {value!r}")
+
+
 def positive_number(value: Any, name: str) -> float:
     """A finite float > 0."""
     value = real_number(value, name)

@@ -1,7 +1,9 @@
-"""``Dynamics``: the time series of reduced density matrices an algorithm returns."""
+"""``Dynamics``: the time series of reduced density matrices an algorithm returns;
+``MeanFieldDynamics``: those of the systems of a mean-field system and their field."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -165,3 +167,157 @@ def import_dynamics(filename: str) -> Dynamics:
                 description=str(handle.attrs["description"]),
             )
     raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+
+
+MEAN_FIELD_FORMAT = "nonmarkov-mean-field-dynamics-1"
+
+
+class MeanFieldDynamics:
+    """The states of the systems of a mean-field system and their shared field.
+
+    Parameters
+    ----------
+    times : optional list of times t_k.
+    system_states_list : optional list, per time, of the states [rho_1, ...,
+        rho_n] of the n systems (rho_i (d_i, d_i)).
+    fields : optional list of complex fields a(t_k).
+    name, description : optional text.
+
+    ``system_dynamics`` holds one :class:`Dynamics` per system.
+    """
+
+    def __init__(
+        self,
+        times: Any = None,
+        system_states_list: Any = None,
+        fields: Any = None,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        self.name = "Unnamed MeanFieldDynamics" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+        self._times: list[float] = []
+        self._fields: list[complex] = []
+        self._system_dynamics: list[Dynamics] = []
+        times = [] if times is None else list(times)
+        states = [] if system_states_list is None else list(system_states_list)
+        fields = [] if fields is None else list(fields)
+        if not len(times) == len(states) == len(fields):
+            raise ValueError(
+                "times, system_states_list and fields must have the same length; got "
+                f"{len(times)}, {len(states)} and {len(fields)}"
+            )
+        for time, system_states, field in zip(times, states, fields):
+            self.add(time, system_states, field)
+
+    def add(self, time: float, system_states: Any, field: complex) -> None:
+        """Append the states [rho_1, ..., rho_n] and the field at ``time``."""
+        time = check.real_number(time, "time")
+        value = complex(default_np.asarray(field).item())
+        if not (math.isfinite(value.real) and math.isfinite(value.imag)):
+            raise ValueError(f"the field at t={time} is not finite: {value}")
+        system_states = list(system_states)
+        if not self._system_dynamics:
+            if not system_states:
+                raise ValueError("system_states must hold the state of at least one system")
+            self._system_dynamics = [
+                Dynamics(name=f"system {i}") for i in range(len(system_states))
+            ]
+        elif len(system_states) != len(self._system_dynamics):
+            raise ValueError(
+                f"got {len(system_states)} states; this dynamics has "
+                f"{len(self._system_dynamics)} systems"
+            )
+        for dynamics, state in zip(self._system_dynamics, system_states):
+            dynamics.add(time, state)
+        self._times.append(time)
+        self._fields.append(value)
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @property
+    def times(self) -> default_np.ndarray:
+        """The times, (N,)."""
+        return default_np.asarray(self._times, dtype=float)
+
+    @property
+    def fields(self) -> default_np.ndarray:
+        """The field at each time, (N,) complex."""
+        return default_np.asarray(self._fields, dtype=complex)
+
+    def field_expectations(self) -> tuple[Any, Any]:
+        """(times, fields), or (None, None) when empty (as OQuPy)."""
+        if not self._times:
+            return None, None
+        return self.times, self.fields
+
+    @property
+    def system_dynamics(self) -> list[Dynamics]:
+        """One :class:`Dynamics` per system."""
+        return list(self._system_dynamics)
+
+    def export(self, filename: str, overwrite: bool = False) -> None:
+        """Write to ``filename`` (``.npz``, or ``.h5``/``.hdf5``), complete or not at
+        all; load it back with :func:`import_mean_field_dynamics`."""
+        filename = os.fspath(filename)
+        if os.path.exists(filename) and not overwrite:
+            raise FileExistsError(f"{filename} exists; pass overwrite=True to replace it")
+        extension = os.path.splitext(filename)[1].lower()
+        if extension not in (".npz", ".h5", ".hdf5"):
+            raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+        arrays: dict[str, Any] = {"times": self.times, "fields": self.fields}
+        for i, dynamics in enumerate(self._system_dynamics):
+            arrays[f"states_{i}"] = dynamics.states
+        text: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "format": MEAN_FIELD_FORMAT,
+        }
+        with atomic_path(filename) as temporary:
+            if extension == ".npz":
+                with open(temporary, "wb") as handle:
+                    default_np.savez(handle, **arrays, **text)
+            else:
+                import h5py
+
+                with h5py.File(temporary, "w") as handle:
+                    for key, value in text.items():
+                        handle.attrs[key] = value
+                    for key, array in arrays.items():
+                        handle.create_dataset(key, data=array)
+
+    def __str__(self) -> str:
+        return (
+            f"MeanFieldDynamics {self.name!r}: {len(self._system_dynamics)} systems, "
+            f"{len(self)} times"
+        )
+
+
+def import_mean_field_dynamics(filename: str) -> MeanFieldDynamics:
+    """Load a :class:`MeanFieldDynamics` written by :meth:`MeanFieldDynamics.export`."""
+    filename = os.fspath(filename)
+    extension = os.path.splitext(filename)[1].lower()
+    if extension == ".npz":
+        with default_np.load(filename, allow_pickle=False) as data:
+            content = {key: data[key] for key in data.files}
+    elif extension in (".h5", ".hdf5"):
+        import h5py
+
+        with h5py.File(filename, "r") as handle:
+            content = {key: handle[key][()] for key in handle}
+            content.update({key: handle.attrs[key] for key in handle.attrs})
+    else:
+        raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+    if str(content.get("format", "")) != MEAN_FIELD_FORMAT:
+        raise ValueError(f"{filename} is not a nonmarkov mean-field dynamics file")
+    count = len([key for key in content if str(key).startswith("states_")])
+    states = [content[f"states_{i}"] for i in range(count)]
+    times = content["times"]
+    return MeanFieldDynamics(
+        times,
+        [[system[k] for system in states] for k in range(len(times))],
+        content["fields"],
+        name=str(content["name"]),
+        description=str(content["description"]),
+    )

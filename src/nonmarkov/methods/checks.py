@@ -14,15 +14,25 @@ from typing import Any
 
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, check_bath_interval
-from ..model.system import BaseSystem
+from ..model.system import BaseSystem, TimeDependentSystemWithField
 
 
-def model(system: Any, bath: Any) -> None:
-    """Raise unless ``system`` and ``bath`` are of the right types and dimensions."""
+def system_without_field(system: Any) -> None:
+    """Raise unless ``system`` is a System or TimeDependentSystem."""
+    if isinstance(system, TimeDependentSystemWithField):
+        raise TypeError(
+            "a TimeDependentSystemWithField needs its field: use MeanFieldTempo or "
+            "compute_dynamics_with_field with a MeanFieldSystem"
+        )
     if not isinstance(system, BaseSystem):
         raise TypeError(
             f"system must be a System or TimeDependentSystem; got {type(system).__name__}"
         )
+
+
+def model(system: Any, bath: Any) -> None:
+    """Raise unless ``system`` and ``bath`` are of the right types and dimensions."""
+    system_without_field(system)
     if not isinstance(bath, Bath):
         raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
     if system.dimension != bath.dimension:

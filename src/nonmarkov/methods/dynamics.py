@@ -39,6 +39,7 @@ from ..model.system import BaseSystem, System
 from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor, TrivialProcessTensor
 from ..progress import Progress, check_progress_type
+from . import checks
 
 _DT_TOLERANCE = 1e-10
 
@@ -134,10 +135,7 @@ def check_dynamics_inputs(
     dt, num_steps, progress_type); raises TypeError/ValueError naming the
     argument otherwise.
     """
-    if not isinstance(system, BaseSystem):
-        raise TypeError(
-            f"system must be a System or TimeDependentSystem; got {type(system).__name__}"
-        )
+    checks.system_without_field(system)
     if initial_state is None:
         raise ValueError("initial_state must be given: a (d, d) density matrix")
     rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as default_np
 
+from .. import validation
 from .._threads import hot_loop_threads
 from ..engines import window_engine
 from ..engines.base import WindowSpec
@@ -87,7 +88,7 @@ class PtTempo:
             bath, start_time, end_time, self._parameters.dt
         )
         self.bath = bath
-        self.unique = bool(unique)
+        self.unique = validation.boolean(unique, "unique")
         self.name = "Unnamed PtTempo" if name is None else str(name)
         self.description = "" if description is None else str(description)
         if not isinstance(overwrite, bool):

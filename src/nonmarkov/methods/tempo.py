@@ -35,6 +35,81 @@ from ..progress import Progress, check_progress_type
 from . import checks as check
 
 
+class TempoWindow:
+    """The TEMPO memory window of one system and its bath, advanced by the
+    system's half-step propagators (``Tempo`` and ``MeanFieldTempo`` run it).
+
+    Parameters
+    ----------
+    bath : the Bath (dimension d).
+    parameters : TempoParameters (dt, epsrel, memory cut).
+    unique : merge Liouville indices with equal coupling eigenvalue pairs.
+    options : resolved :class:`~nonmarkov.options.EngineOptions`.
+    """
+
+    def __init__(
+        self, bath: Bath, parameters: TempoParameters, unique: bool, options: EngineOptions
+    ):
+        self._parameters = parameters
+        self._options = options
+        self._dimension = bath.dimension
+        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
+        self._to_eigen, self._from_eigen = self._influence.liouville_transforms()
+        to_eigen, from_eigen = self._to_eigen, self._from_eigen
+        #: (first, second) half-step propagators in the coupling eigenbasis
+        self._eigen = LastArguments(
+            lambda first, second: (to_eigen @ first @ from_eigen, to_eigen @ second @ from_eigen)
+        )
+        self._between = LastArguments(lambda first, previous: first @ previous)
+        self._previous_second: default_np.ndarray | None = None
+        self.engine: Any = None
+        #: largest MPS bond dimension reached so far
+        self.max_bond_dimension = 1
+
+    def start(self, initial: default_np.ndarray, first: Any, second: Any) -> default_np.ndarray:
+        """Step 0 from rho(t_0) (d, d) with its half-step propagators (d^2, d^2), on
+        the host; makes the window engine that holds the point. Returns rho(t_1)."""
+        influence = self._influence
+        first, second = self._eigen(first, second)
+        own = influence.own_factor()
+        front = own[influence.classes] * (first @ (self._to_eigen @ initial.reshape(-1)))
+        norm = float(default_np.linalg.norm(front))
+        log_scale = math.log(norm) if norm > 0.0 else 0.0
+        front = front / norm if norm > 0.0 else front
+        state = self._from_eigen @ (second @ (front * math.exp(log_scale)))
+        self._previous_second = second
+        carrier = influence.carrier_rows[influence.classes]
+        spec = WindowSpec(
+            front=front,
+            log_scale=log_scale,
+            projector=influence.class_projector,
+            first=influence.lag_matrix_rows(1)[carrier] * own[influence.classes][:, None],
+            carrier=carrier,
+            lag_rows=influence.lag_matrix_rows,
+            out_map=self._from_eigen,
+            epsrel=self._parameters.epsrel,
+            memory=self._parameters.dkmax,
+            oldest="trace",
+            leaving_rows=influence.leaving_rows if influence.lumps else None,
+        )
+        self.engine = window_engine(spec, self._options)
+        d = self._dimension
+        return state.reshape(d, d)
+
+    def advance(self, halves: list[tuple[Any, Any]]) -> default_np.ndarray:
+        """Steps 1, 2, ... from their half-step propagators (first, second), each
+        (d^2, d^2); returns the states after each step, (steps, d, d)."""
+        pairs = []
+        for first, second in halves:
+            first, second = self._eigen(first, second)
+            pairs.append((self._between(first, self._previous_second), second))
+            self._previous_second = second
+        readouts, ranks = self.engine.advance(pairs)
+        self.max_bond_dimension = max([self.max_bond_dimension] + list(ranks))
+        d = self._dimension
+        return default_np.asarray(readouts).reshape(-1, d, d)
+
+
 class Tempo:
     """TEMPO computation of the reduced dynamics; can be continued.
 
@@ -72,29 +147,19 @@ class Tempo:
         check.correlation_time(self._parameters)
         self._start_time = validation.real_number(start_time, "start_time")
         initial = validation.density_matrix(initial_state, "initial_state", system.dimension)
-        self._options = resolve(options)
         self.system = system
         self.bath = bath
-        self.unique = bool(unique)
+        self.unique = validation.boolean(unique, "unique")
         self.name = "Unnamed Tempo" if name is None else str(name)
         self.description = "" if description is None else str(description)
-        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._propagators = system.get_propagators(
             parameters.dt, self._start_time, parameters.subdiv_limit, parameters.liouvillian_epsrel
         )
-        self._to_eigen, self._from_eigen = self._influence.liouville_transforms()
-        to_eigen, from_eigen = self._to_eigen, self._from_eigen
-        #: (first, second) half-step propagators in the coupling eigenbasis
-        self._eigen = LastArguments(
-            lambda first, second: (to_eigen @ first @ from_eigen, to_eigen @ second @ from_eigen)
-        )
-        self._between = LastArguments(lambda first, previous: first @ previous)
+        self._window = TempoWindow(bath, self._parameters, self.unique, resolve(options))
         self._dynamics = Dynamics(name=self.name)
         self._dynamics.add(self._start_time, initial)
         self._step = 0
-        self._max_bond_dimension = 1
-        self._previous_second: default_np.ndarray | None = None
-        self._engine, self._first_state = self._first_step(initial)
+        self._first_state = self._window.start(initial, *self._propagators(0))
 
     @property
     def parameters(self) -> TempoParameters:
@@ -109,51 +174,12 @@ class Tempo:
     @property
     def max_bond_dimension(self) -> int:
         """Largest MPS bond dimension reached so far."""
-        return self._max_bond_dimension
+        return self._window.max_bond_dimension
 
     @property
     def engine(self) -> Any:
         """The window engine that runs the steps (:mod:`nonmarkov.engines`)."""
-        return self._engine
-
-    def _first_step(self, initial: default_np.ndarray) -> tuple[Any, default_np.ndarray]:
-        """Step 0 (on the host) and the window engine that holds its point.
-
-        Returns the engine and rho(start_time + dt), (d, d).
-        """
-        influence = self._influence
-        first, second = self._eigen(*self._propagators(0))
-        own = influence.own_factor()
-        front = own[influence.classes] * (first @ (self._to_eigen @ initial.reshape(-1)))
-        norm = float(default_np.linalg.norm(front))
-        log_scale = math.log(norm) if norm > 0.0 else 0.0
-        front = front / norm if norm > 0.0 else front
-        state = self._from_eigen @ (second @ (front * math.exp(log_scale)))
-        self._previous_second = second
-        carrier = influence.carrier_rows[influence.classes]
-        spec = WindowSpec(
-            front=front,
-            log_scale=log_scale,
-            projector=influence.class_projector,
-            first=influence.lag_matrix_rows(1)[carrier] * own[influence.classes][:, None],
-            carrier=carrier,
-            lag_rows=influence.lag_matrix_rows,
-            out_map=self._from_eigen,
-            epsrel=self._parameters.epsrel,
-            memory=self._parameters.dkmax,
-            oldest="trace",
-            leaving_rows=influence.leaving_rows if influence.lumps else None,
-        )
-        d = self.dimension
-        return window_engine(spec, self._options), state.reshape(d, d)
-
-    def _step_propagators(self, step: int) -> tuple[Any, Any]:
-        """(between, second) of ``step`` >= 1 in the eigenbasis; the same objects while
-        the system's propagators do not change."""
-        first, second = self._eigen(*self._propagators(step))
-        between = self._between(first, self._previous_second)
-        self._previous_second = second
-        return between, second
+        return self._window.engine
 
     def compute(self, end_time: float, progress_type: str | None = None) -> Dynamics:
         """Propagate up to ``end_time`` (continuing from where it stopped).
@@ -168,7 +194,6 @@ class Tempo:
         if end_time < self._start_time:
             raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
         num_steps = max(int(round((end_time - current) / dt)), 0)
-        d = self.dimension
         with hot_loop_threads(), Progress(num_steps, progress_type, "TEMPO") as progress:
             if num_steps > 0 and self._step == 0:
                 self._step = 1
@@ -176,17 +201,13 @@ class Tempo:
                 num_steps -= 1
                 progress.update()
             while num_steps > 0:
-                count = min(self._engine.steps_per_call, num_steps)
-                propagators = [self._step_propagators(self._step + k) for k in range(count)]
-                readouts, ranks = self._engine.advance(propagators)
-                for k, readout in enumerate(readouts):
-                    self._dynamics.add(
-                        self._start_time + (self._step + k + 1) * dt, readout.reshape(d, d)
-                    )
+                count = min(self.engine.steps_per_call, num_steps)
+                halves = [self._propagators(self._step + k) for k in range(count)]
+                for k, state in enumerate(self._window.advance(halves)):
+                    self._dynamics.add(self._start_time + (self._step + k + 1) * dt, state)
                 self._step += count
                 num_steps -= count
-                self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
-                progress.set_postfix(bond=self._max_bond_dimension)
+                progress.set_postfix(bond=self.max_bond_dimension)
                 progress.update(count)
         return self._dynamics
 

@@ -222,7 +222,7 @@ class UniformPtBuilder:
         self._parameters, self._memory = checks.memory_parameters(parameters)
         checks.correlation_time(self._parameters)
         self.bath = bath
-        self.unique = bool(unique)
+        self.unique = check.boolean(unique, "unique")
         self.name = "Unnamed UniformProcessTensor" if name is None else str(name)
         self.description = "" if description is None else str(description)
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)

@@ -46,7 +46,7 @@ class Bath:
                 "correlations must be a correlations object such as PowerLawSD, CustomSD or "
                 f"CustomCorrelations; got {type(correlations).__name__}"
             )
-        self.correlations = correlations
+        self._correlations = correlations
         self.name = "Unnamed Bath" if name is None else str(name)
         self.description = "" if description is None else str(description)
         eigenvalues, eigenvectors = default_np.linalg.eigh(self._coupling_operator)
@@ -58,6 +58,11 @@ class Bath:
                 snapped[i] = snapped[i - 1]
         self._eigenvalues = snapped
         self._unitary = eigenvectors
+
+    @property
+    def correlations(self) -> BaseCorrelations:
+        """The bath correlations (spectral density or C(tau))."""
+        return self._correlations
 
     @property
     def dimension(self) -> int:

@@ -60,7 +60,7 @@ class Control:
     """
 
     def __init__(self, dimension: int, name: str | None = None, description: str | None = None):
-        self.dimension = check.positive_integer(dimension, "dimension")
+        self._dimension = check.positive_integer(dimension, "dimension")
         self.name = "Unnamed Control" if name is None else str(name)
         self.description = "" if description is None else str(description)
         self._steps: dict[tuple[int, bool], list[default_np.ndarray]] = {}
@@ -70,6 +70,11 @@ class Control:
         self._time_index: tuple[tuple[float, float], dict[tuple[int, bool], list[Any]]] | None = (
             None
         )
+
+    @property
+    def dimension(self) -> int:
+        """Dimension d of the controlled system."""
+        return self._dimension
 
     def add_single(self, time: Any, control_operation: Any, post: bool = False) -> None:
         """Add ``control_operation`` (d^2, d^2) at a step (int) or at a time (float).

@@ -49,16 +49,16 @@ class TempoParameters:
         name: str | None = None,
         description: str | None = None,
     ):
-        self.dt = check.positive_number(dt, "dt")
+        self._dt = check.positive_number(dt, "dt")
         epsrel = check.real_number(epsrel, "epsrel")
         if not 0.0 < epsrel <= 1.0:
             raise ValueError(f"epsrel must lie in (0, 1]; got {epsrel}")
-        self.epsrel = epsrel
+        self._epsrel = epsrel
         if tcut is not None and dkmax is not None:
             raise ValueError("give either tcut or dkmax (or neither, for full memory), not both")
         if tcut is not None:
             tcut = check.positive_number(tcut, "tcut")
-            dkmax = max(1, int(round(tcut / self.dt)))
+            dkmax = max(1, int(round(tcut / self._dt)))
         elif dkmax is not None:
             dkmax = check.positive_integer(dkmax, "dkmax", minimum=1)
         self._dkmax = dkmax
@@ -66,13 +66,38 @@ class TempoParameters:
             add_correlation_time = check.non_negative_number(
                 add_correlation_time, "add_correlation_time", allow_infinity=True
             )
-        self.add_correlation_time = add_correlation_time
+        self._add_correlation_time = add_correlation_time
         if subdiv_limit is not None:
             subdiv_limit = check.positive_integer(subdiv_limit, "subdiv_limit")
-        self.subdiv_limit = subdiv_limit
-        self.liouvillian_epsrel = check.positive_number(liouvillian_epsrel, "liouvillian_epsrel")
+        self._subdiv_limit = subdiv_limit
+        self._liouvillian_epsrel = check.positive_number(liouvillian_epsrel, "liouvillian_epsrel")
         self.name = "Unnamed TempoParameters" if name is None else str(name)
         self.description = "" if description is None else str(description)
+
+    @property
+    def dt(self) -> float:
+        """Time step."""
+        return self._dt
+
+    @property
+    def epsrel(self) -> float:
+        """SVD truncation tolerance."""
+        return self._epsrel
+
+    @property
+    def add_correlation_time(self) -> float | None:
+        """Extra correlation time beyond the memory cut, or None."""
+        return self._add_correlation_time
+
+    @property
+    def subdiv_limit(self) -> int | None:
+        """Subinterval limit of the adaptive quadratures, or None (midpoint sampling)."""
+        return self._subdiv_limit
+
+    @property
+    def liouvillian_epsrel(self) -> float:
+        """Relative accuracy of the quadratures of time-dependent Liouvillians."""
+        return self._liouvillian_epsrel
 
     @property
     def dkmax(self) -> int | None:

@@ -1,15 +1,18 @@
 """Open-system models: a Hamiltonian plus optional Lindblad terms.
 
 ``System`` is time independent, ``TimeDependentSystem`` takes callables of
-time. Both give the Liouvillian (d^2, d^2) in the row-major convention of
-:mod:`nonmarkov.operators` and the half-step propagators that the algorithms
-interleave with the bath influence (symmetric Trotter splitting).
+time; ``TimeDependentSystemWithField`` also depends on a complex field shared
+by the systems of a ``MeanFieldSystem``. They give the Liouvillian (d^2, d^2)
+in the row-major convention of :mod:`nonmarkov.operators` and the half-step
+propagators that the algorithms interleave with the bath influence (symmetric
+Trotter splitting).
 
 Generator: L rho = -i [H, rho] + sum_k gamma_k (A_k rho A_k^dag - 1/2 {A_k^dag A_k, rho}).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,7 +49,7 @@ class BaseSystem:
         dt: float,
         start_time: float = 0.0,
         subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-        liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+        epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
     ) -> Callable[[int], PropagatorPair]:
         """Return ``propagators(step) -> (first_half, second_half)``.
 
@@ -133,7 +136,7 @@ class System(BaseSystem):
         dt: float,
         start_time: float = 0.0,
         subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-        liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+        epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
     ) -> Callable[[int], PropagatorPair]:
         """``propagators(step) -> (first_half, second_half)``, both expm(L dt/2)."""
         dt = check.positive_number(dt, "dt")
@@ -149,14 +152,14 @@ class System(BaseSystem):
         dt: float,
         start_time: float = 0.0,
         subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-        liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+        epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
     ) -> Callable[[int], PropagatorPair]:
         """``propagators(step) -> (first_half, second_half)`` in Hilbert space.
 
         Both halves are U = expm(-i H dt/2), (d, d): the closed-system
         evolution over half a step, without the Lindblad terms. The arguments
         are those of :meth:`get_propagators`; ``start_time``, ``subdiv_limit``
-        and ``liouvillian_epsrel`` do not change a time-independent result.
+        and ``epsrel`` do not change a time-independent result.
         """
         dt = check.positive_number(dt, "dt")
         half = scipy.linalg.expm(self._hamiltonian * (-0.5j * dt))
@@ -268,63 +271,33 @@ class TimeDependentSystem(BaseSystem):
         return self._scalar_liouvillian(float(t))
 
     def _scalar_liouvillian(self, t: float) -> default_np.ndarray:
-        """L(t) for one float t, calling the user's functions directly.
-
-        The quadratures evaluate L dozens of times per half step; this path
-        builds the same superoperators as ``commutator`` and
-        ``lindblad_dissipator`` without their per-call checks.
-        """
-        d = self.dimension
-        identity = self._identity
-        hamiltonian = default_np.asarray(self._raw_hamiltonian(t), dtype=complex)
-        if hamiltonian.shape != (d, d):
-            raise ValueError(
-                f"hamiltonian({t}) returned shape {hamiltonian.shape}, expected {(d, d)}"
-            )
-        generator = -1j * (
-            default_np.kron(hamiltonian, identity) - default_np.kron(identity, hamiltonian.T)
+        """L(t) for one float t, calling the user's functions directly."""
+        return _fast_liouvillian(
+            self._raw_hamiltonian(t),
+            self._raw_gammas,
+            self._raw_lindblad_operators,
+            t,
+            self.dimension,
+            f"hamiltonian({t})",
         )
-        for gamma, op in zip(self._raw_gammas, self._raw_lindblad_operators):
-            rate = float(gamma(t))
-            if rate < 0:
-                raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
-            if rate == 0.0:
-                continue
-            a = default_np.asarray(op(t), dtype=complex)
-            if a.shape != (d, d):
-                raise ValueError(
-                    f"a Lindblad operator at t={t} has shape {a.shape}, expected {(d, d)}"
-                )
-            ada = a.conj().T @ a
-            generator = generator + rate * (
-                default_np.kron(a, a.conj())
-                - 0.5 * (default_np.kron(ada, identity) + default_np.kron(identity, ada.T))
-            )
-        return generator
 
     def _half_step(
         self, t0: float, t1: float, subdiv_limit: int | None, epsrel: float
     ) -> default_np.ndarray:
-        if subdiv_limit is None:
-            integral = self.liouvillian(0.5 * (t0 + t1)) * (t1 - t0)
-        else:
-            integral, _ = scipy.integrate.quad_vec(
-                self.liouvillian, t0, t1, epsrel=epsrel, limit=subdiv_limit
-            )
-        return scipy.linalg.expm(integral)
+        return _half_step(self.liouvillian, t0, t1, subdiv_limit, epsrel)
 
     def get_propagators(
         self,
         dt: float,
         start_time: float = 0.0,
         subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
-        liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+        epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
     ) -> Callable[[int], PropagatorPair]:
         """``propagators(step) -> (first_half, second_half)``.
 
         Each half-step propagator is expm of the integral of L(t) over the
         half step (``scipy.integrate.quad_vec`` with ``subdiv_limit`` and
-        ``liouvillian_epsrel``), or of L at the half step's midpoint times
+        ``epsrel``), or of L at the half step's midpoint times
         dt/2 when ``subdiv_limit`` is None.
         """
         dt = check.positive_number(dt, "dt")
@@ -332,8 +305,253 @@ class TimeDependentSystem(BaseSystem):
 
         def propagators(step: int) -> PropagatorPair:
             t0 = start_time + step * dt
-            first = self._half_step(t0, t0 + 0.5 * dt, subdiv_limit, liouvillian_epsrel)
-            second = self._half_step(t0 + 0.5 * dt, t0 + dt, subdiv_limit, liouvillian_epsrel)
+            first = self._half_step(t0, t0 + 0.5 * dt, subdiv_limit, epsrel)
+            second = self._half_step(t0 + 0.5 * dt, t0 + dt, subdiv_limit, epsrel)
             return first, second
 
         return propagators
+
+
+def _fast_liouvillian(
+    hamiltonian: Any,
+    gammas: Sequence[Callable],
+    lindblad_operators: Sequence[Callable],
+    t: float,
+    d: int,
+    label: str,
+) -> default_np.ndarray:
+    """L at time ``t`` from H(t) and the user's rate and operator functions.
+
+    The quadratures evaluate L dozens of times per half step; this builds the
+    same superoperators as ``commutator`` and ``lindblad_dissipator`` without
+    their per-call checks.
+    """
+    hamiltonian = default_np.asarray(hamiltonian, dtype=complex)
+    if hamiltonian.shape != (d, d):
+        raise ValueError(f"{label} returned shape {hamiltonian.shape}, expected {(d, d)}")
+    identity = default_np.identity(d)
+    generator = -1j * (
+        default_np.kron(hamiltonian, identity) - default_np.kron(identity, hamiltonian.T)
+    )
+    for gamma, op in zip(gammas, lindblad_operators):
+        rate = float(gamma(t))
+        if rate < 0:
+            raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
+        if rate == 0.0:
+            continue
+        a = default_np.asarray(op(t), dtype=complex)
+        if a.shape != (d, d):
+            raise ValueError(f"a Lindblad operator at t={t} has shape {a.shape}, expected {(d, d)}")
+        ada = a.conj().T @ a
+        generator = generator + rate * (
+            default_np.kron(a, a.conj())
+            - 0.5 * (default_np.kron(ada, identity) + default_np.kron(identity, ada.T))
+        )
+    return generator
+
+
+def _half_step(
+    liouvillian: Callable[[float], Any],
+    t0: float,
+    t1: float,
+    subdiv_limit: int | None,
+    epsrel: float,
+) -> default_np.ndarray:
+    """expm of the integral of L(t) over [t0, t1] (``quad_vec``), or of L at the
+    midpoint times (t1 - t0) when ``subdiv_limit`` is None."""
+    if subdiv_limit is None:
+        integral = liouvillian(0.5 * (t0 + t1)) * (t1 - t0)
+    else:
+        integral, _ = scipy.integrate.quad_vec(
+            liouvillian, t0, t1, epsrel=epsrel, limit=subdiv_limit
+        )
+    return scipy.linalg.expm(integral)
+
+
+class TimeDependentSystemWithField(BaseSystem):
+    """A system whose Hamiltonian depends on time and on a complex field a(t).
+
+    One member of a :class:`MeanFieldSystem`; its Liouvillian is that of
+    :class:`TimeDependentSystem` with H(t, a(t)) (the Lindblad terms depend on
+    time only). Within a time step [t_k, t_k + dt] the field is taken linear,
+    a(t) = a_k + a'_k (t - t_k), from its value and derivative at the step's
+    start.
+
+    Parameters
+    ----------
+    hamiltonian : callable (t, field) -> (d, d) Hermitian matrix.
+    gammas : sequence of callables t -> rate >= 0 (optional).
+    lindblad_operators : sequence of callables t -> (d, d) matrix.
+    name, description : optional text.
+
+    The callables are checked at t = 0 (the Hamiltonian at the fields 0 and
+    1 + 1j) when the system is made.
+    """
+
+    def __init__(
+        self,
+        hamiltonian: Callable[[float, complex], Any],
+        gammas: Sequence[Callable[[float], float]] | None = None,
+        lindblad_operators: Sequence[Callable[[float], Any]] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        if not callable(hamiltonian):
+            raise TypeError(
+                "hamiltonian of a TimeDependentSystemWithField must be a callable "
+                "(t, field) -> (d, d)"
+            )
+        gammas, lindblad_operators = _check_lindblad_lists(gammas, lindblad_operators)
+        for i, item in enumerate(list(gammas) + list(lindblad_operators)):
+            if not callable(item):
+                what = "gammas" if i < len(gammas) else "lindblad_operators"
+                raise TypeError(
+                    f"each of {what} of a TimeDependentSystemWithField must be a callable of t"
+                )
+        dimension = None
+        for field in (0.0, 1.0 + 1.0j):
+            value = _evaluate_checked(
+                lambda t, field=field: hamiltonian(t, field), 0.0, "hamiltonian", dimension, True
+            )
+            dimension = value.shape[0]
+        if dimension is None:  # for the type checker: the loop ran
+            raise ValueError("hamiltonian gave no matrix")
+        for i, op in enumerate(lindblad_operators):
+            _evaluate_checked(op, 0.0, f"lindblad_operators[{i}]", dimension, False)
+        for i, gamma in enumerate(gammas):
+            check.non_negative_number(gamma(0.0), f"gammas[{i}](0.0)")
+        super().__init__(dimension, name, description)
+        self._raw_hamiltonian = hamiltonian
+        self._hamiltonian = default_np.vectorize(hamiltonian, signature="(),()->(n,n)")
+        self._gammas = [default_np.vectorize(g, signature="()->()") for g in gammas]
+        self._lindblad_operators = [
+            default_np.vectorize(op, signature="()->(n,n)") for op in lindblad_operators
+        ]
+        self._raw_gammas = list(gammas)
+        self._raw_lindblad_operators = list(lindblad_operators)
+
+    def hamiltonian(self, t: Any, field: Any) -> default_np.ndarray:
+        """H(t, field), (d, d) (vectorised over t and field)."""
+        return default_np.asarray(self._hamiltonian(t, field), dtype=default_np.complex128)
+
+    @property
+    def gammas(self) -> list[Callable[[Any], default_np.ndarray]]:
+        """The rates as callables of time (vectorised over t)."""
+        return list(self._gammas)
+
+    @property
+    def lindblad_operators(self) -> list[Callable[[Any], default_np.ndarray]]:
+        """The Lindblad operators as callables of time (vectorised over t)."""
+        return list(self._lindblad_operators)
+
+    def liouvillian(  # type: ignore[override]
+        self, t0: float, t: float, field: complex, field_derivative: complex
+    ) -> default_np.ndarray:
+        """L at time ``t`` >= ``t0`` with the field linear from its value ``field``
+        and derivative ``field_derivative`` at ``t0``; (d^2, d^2)."""
+        value = complex(field) + complex(field_derivative) * (float(t) - float(t0))
+        return _fast_liouvillian(
+            self._raw_hamiltonian(float(t), value),
+            self._raw_gammas,
+            self._raw_lindblad_operators,
+            float(t),
+            self.dimension,
+            f"hamiltonian({t}, {value})",
+        )
+
+    def get_propagators(  # type: ignore[override]
+        self,
+        dt: float,
+        start_time: float = 0.0,
+        subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+        epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+    ) -> Callable[[int, complex, complex], PropagatorPair]:
+        """``propagators(step, field, field_derivative) -> (first_half, second_half)``:
+        the half-step propagators (d^2, d^2) of step k with the field linear from
+        ``field`` and ``field_derivative`` at t_k (as for
+        :meth:`TimeDependentSystem.get_propagators`)."""
+        dt = check.positive_number(dt, "dt")
+        start_time = check.real_number(start_time, "start_time")
+
+        def propagators(step: int, field: complex, field_derivative: complex) -> PropagatorPair:
+            t0 = start_time + step * dt
+
+            def liouvillian(t: float) -> default_np.ndarray:
+                return self.liouvillian(t0, t, field, field_derivative)
+
+            first = _half_step(liouvillian, t0, t0 + 0.5 * dt, subdiv_limit, epsrel)
+            second = _half_step(liouvillian, t0 + 0.5 * dt, t0 + dt, subdiv_limit, epsrel)
+            return first, second
+
+        return propagators
+
+
+class MeanFieldSystem:
+    """Systems that share one complex field a(t) with da/dt = field_eom(t, states, a).
+
+    Parameters
+    ----------
+    system_list : one or more :class:`TimeDependentSystemWithField` (dimensions
+        may differ).
+    field_eom : callable (t, [rho_1, ..., rho_n], field) -> complex, the
+        derivative of the field; rho_i (d_i, d_i).
+    name, description : optional text.
+
+    ``field_eom`` is checked at t = 0 with maximally mixed states and the field
+    0: it must return a finite complex scalar.
+    """
+
+    def __init__(
+        self,
+        system_list: Sequence[TimeDependentSystemWithField],
+        field_eom: Callable[[float, list[default_np.ndarray], complex], complex],
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        if isinstance(system_list, TimeDependentSystemWithField) or not isinstance(
+            system_list, Sequence
+        ):
+            raise TypeError("system_list must be a list of TimeDependentSystemWithField")
+        systems = list(system_list)
+        if not systems:
+            raise ValueError("system_list must hold at least one system")
+        for i, system in enumerate(systems):
+            if not isinstance(system, TimeDependentSystemWithField):
+                raise TypeError(
+                    f"system_list[{i}] must be a TimeDependentSystemWithField; "
+                    f"got {type(system).__name__}"
+                )
+        if not callable(field_eom):
+            raise TypeError("field_eom must be a callable (t, states, field) -> complex")
+        self._system_list = systems
+        self._field_eom = field_eom
+        self.name = "Unnamed MeanFieldSystem" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+        mixed = [default_np.identity(s.dimension, dtype=complex) / s.dimension for s in systems]
+        self.field_derivative(0.0, mixed, 0.0j)
+
+    @property
+    def system_list(self) -> list[TimeDependentSystemWithField]:
+        """The systems that share the field."""
+        return list(self._system_list)
+
+    @property
+    def field_eom(self) -> Callable[[float, list[default_np.ndarray], complex], complex]:
+        """The field's equation of motion, (t, states, field) -> da/dt."""
+        return self._field_eom
+
+    def field_derivative(self, t: float, states: Sequence[Any], field: complex) -> complex:
+        """da/dt from ``field_eom``, checked to be a finite complex scalar."""
+        try:
+            value = self._field_eom(t, list(states), field)
+        except Exception as error:  # noqa: BLE001 - re-raised with context
+            raise ValueError(f"field_eom failed at t={t}: {error}") from error
+        array = default_np.asarray(value)
+        if array.shape != () or array.dtype.kind not in "iufc":
+            raise ValueError(
+                f"field_eom must return a complex scalar; at t={t} it returned {value!r}"
+            )
+        result = complex(array)
+        if not (math.isfinite(result.real) and math.isfinite(result.imag)):
+            raise ValueError(f"field_eom returned a non-finite value at t={t}: {result}")
+        return result
