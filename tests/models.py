@@ -387,3 +387,151 @@ def lindblad_exact(omega, gamma, rho0, times):
     excited = rho0[0, 0] * np.exp(-gamma * times)
     coherence = rho0[0, 1] * np.exp(-0.5 * gamma * times - 1j * omega * times)
     return excited, coherence
+
+
+# --------------------------------------------------------------------------
+# mean-field models: emitters sharing one classical cavity field
+# --------------------------------------------------------------------------
+
+SIGMA_PLUS = SIGMA_MINUS.conj().T  # |1> (sz=-1) -> |0> (sz=+1)
+#: |0><2| of a three-level emitter: the field drives the transition 2 -> 0
+THREE_LEVEL_RAISE = np.zeros((3, 3), dtype=complex)
+THREE_LEVEL_RAISE[0, 2] = 1.0
+
+
+class LaserSpin:
+    """A driven, pumped two-level emitter of a laser/Dicke model (spin basis, index 0 up):
+
+        H(t, a) = 0.5 omega (1 + modulation sin(1.5 t)) sz + coupling (a s+ + a^* s-),
+
+    pumped by s+ at the rate pump (1 + 0.4 cos t) and decaying by s- at the rate
+    ``decay``. It couples to the field eom through Tr[s- rho] (:func:`cavity_eom`).
+    ``system()`` is the library's TimeDependentSystemWithField, ``liouvillian(t, a)``
+    the generator (4, 4) written here with :func:`liouvillian`."""
+
+    dimension = 2
+    emission = SIGMA_MINUS
+
+    def __init__(self, omega=1.0, coupling=0.5, modulation=0.3, pump=0.5, decay=0.2):
+        self.omega, self.coupling, self.modulation = omega, coupling, modulation
+        self.pump, self.decay = pump, decay
+
+    def hamiltonian(self, t, field):
+        detuning = 0.5 * self.omega * (1.0 + self.modulation * math.sin(1.5 * t))
+        return detuning * SZ + self.coupling * (field * SIGMA_PLUS + np.conj(field) * SIGMA_MINUS)
+
+    def pump_rate(self, t):
+        return self.pump * (1.0 + 0.4 * math.cos(t))
+
+    def system(self):
+        return nm.TimeDependentSystemWithField(
+            self.hamiltonian,
+            gammas=[self.pump_rate, lambda t: self.decay],
+            lindblad_operators=[lambda t: SIGMA_PLUS, lambda t: SIGMA_MINUS],
+        )
+
+    def field_free_system(self, field=0.0):
+        """The same emitter with the field frozen at ``field``: a TimeDependentSystem."""
+        return nm.TimeDependentSystem(
+            lambda t: self.hamiltonian(t, field),
+            gammas=[self.pump_rate, lambda t: self.decay],
+            lindblad_operators=[lambda t: SIGMA_PLUS, lambda t: SIGMA_MINUS],
+        )
+
+    def liouvillian(self, t, field):
+        return liouvillian(self.hamiltonian(t, field), self.pump_rate(t), SIGMA_PLUS) + (
+            liouvillian(np.zeros((2, 2), dtype=complex), self.decay, SIGMA_MINUS)
+        )
+
+
+class ThreeLevelEmitter:
+    """A three-level emitter: H(t, a) = diag(0.4, 0.1, -0.5) + 0.2 (|0><1| + |1><2| + h.c.)
+    + coupling (a |0><2| + a^* |2><0|), decay |2><0| at the rate ``decay``; it couples
+    to the field eom through Tr[|2><0| rho] = rho_02. Methods as :class:`LaserSpin`."""
+
+    dimension = 3
+    emission = THREE_LEVEL_RAISE.conj().T
+
+    def __init__(self, coupling=0.4, decay=0.1):
+        self.coupling, self.decay = coupling, decay
+
+    def hamiltonian(self, t, field):
+        hopping = 0.2 * (np.eye(3, k=1) + np.eye(3, k=-1))
+        return (
+            np.diag([0.4, 0.1, -0.5]).astype(complex)
+            + hopping
+            + self.coupling * (field * THREE_LEVEL_RAISE + np.conj(field) * self.emission)
+        )
+
+    def system(self):
+        return nm.TimeDependentSystemWithField(
+            self.hamiltonian,
+            gammas=[lambda t: self.decay],
+            lindblad_operators=[lambda t: self.emission],
+        )
+
+    def field_free_system(self, field=0.0):
+        return nm.TimeDependentSystem(
+            lambda t: self.hamiltonian(t, field),
+            gammas=[lambda t: self.decay],
+            lindblad_operators=[lambda t: self.emission],
+        )
+
+    def liouvillian(self, t, field):
+        return liouvillian(self.hamiltonian(t, field), self.decay, self.emission)
+
+
+def cavity_eom(emitters, frequency=0.8, loss=0.2, factor=1.0, drive=None):
+    """The field eom da/dt = -(i frequency + loss) a - i factor sum_j g_j Tr[O_j rho_j] of
+    a lossy cavity mode driven by ``emitters`` (each with ``coupling`` g_j and
+    ``emission`` operator O_j, in the order of the states); ``factor`` N stands for N
+    copies of each emitter; ``drive`` (a callable t -> complex) adds a coherent drive
+    -i drive(t) of the cavity. A callable (t, states, a) -> complex."""
+
+    def eom(t, states, field):
+        total = sum(
+            emitter.coupling * np.trace(emitter.emission @ state)
+            for emitter, state in zip(emitters, states)
+        )
+        external = 0.0 if drive is None else drive(t)
+        return complex(-(1j * frequency + loss) * field - 1j * (factor * total + external))
+
+    return eom
+
+
+def mean_field_ode(liouvillians, field_eom, initial_states, initial_field, times, rtol=1e-11):
+    """The mean-field equations without baths, integrated by ``solve_ivp`` (DOP853):
+    d vec(rho_j)/dt = L_j(t, a) vec(rho_j) for each system, da/dt = field_eom(t, states, a).
+
+    ``liouvillians``: callables (t, a) -> (d_j^2, d_j^2); ``initial_states`` the (d_j, d_j)
+    states at times[0]. Returns (list of arrays (len(times), d_j, d_j), fields
+    (len(times),))."""
+    dims = [state.shape[0] for state in initial_states]
+    bounds = np.cumsum([0] + [d * d for d in dims])
+
+    def unpack(y):
+        states = [y[bounds[j] : bounds[j + 1]].reshape(d, d) for j, d in enumerate(dims)]
+        return states, y[-1]
+
+    def rhs(t, y):
+        states, field = unpack(y)
+        parts = [
+            generator(t, field) @ state.reshape(-1)
+            for generator, state in zip(liouvillians, states)
+        ]
+        return np.concatenate(parts + [[field_eom(t, states, field)]])
+
+    y0 = np.concatenate([s.reshape(-1) for s in initial_states] + [[initial_field]]).astype(complex)
+    solution = scipy.integrate.solve_ivp(
+        rhs,
+        (times[0], times[-1]),
+        y0,
+        t_eval=times,
+        method="DOP853",
+        rtol=rtol,
+        atol=1e-13,
+    )
+    assert solution.success, solution.message
+    columns = solution.y.T
+    states = [columns[:, bounds[j] : bounds[j + 1]].reshape(-1, d, d) for j, d in enumerate(dims)]
+    return states, columns[:, -1]

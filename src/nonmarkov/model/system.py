@@ -542,8 +542,9 @@ class MeanFieldSystem:
 
     def field_derivative(self, t: float, states: Sequence[Any], field: complex) -> complex:
         """da/dt from ``field_eom``, checked to be a finite complex scalar."""
+        copies = [default_np.array(state, dtype=complex) for state in states]  # ours stay ours
         try:
-            value = self._field_eom(t, list(states), field)
+            value = self._field_eom(t, copies, field)
         except Exception as error:  # noqa: BLE001 - re-raised with context
             raise ValueError(f"field_eom failed at t={t}: {error}") from error
         array = default_np.asarray(value)
