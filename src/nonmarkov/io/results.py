@@ -12,6 +12,8 @@ import numpy as default_np
 from .. import validation as check
 from .atomic import atomic_path
 
+DYNAMICS_FORMAT = "nonmarkov-dynamics-1"
+
 
 class Dynamics:
     """Times t_k and reduced density matrices rho(t_k), (d, d) each.
@@ -109,32 +111,12 @@ class Dynamics:
         The file appears only when complete (written under a temporary name,
         then renamed). Load it back with :func:`import_dynamics`.
         """
-        filename = os.fspath(filename)
-        if os.path.exists(filename) and not overwrite:
-            raise FileExistsError(f"{filename} exists; pass overwrite=True to replace it")
-        extension = os.path.splitext(filename)[1].lower()
-        if extension not in (".npz", ".h5", ".hdf5"):
-            raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
-        with atomic_path(filename) as temporary:
-            if extension == ".npz":
-                with open(temporary, "wb") as handle:
-                    default_np.savez(
-                        handle,
-                        times=self.times,
-                        states=self.states,
-                        name=self.name,
-                        description=self.description,
-                        format="nonmarkov-dynamics-1",
-                    )
-            else:
-                import h5py
-
-                with h5py.File(temporary, "w") as handle:
-                    handle.attrs["format"] = "nonmarkov-dynamics-1"
-                    handle.attrs["name"] = self.name
-                    handle.attrs["description"] = self.description
-                    handle.create_dataset("times", data=self.times)
-                    handle.create_dataset("states", data=self.states)
+        _write(
+            filename,
+            overwrite,
+            {"times": self.times, "states": self.states},
+            {"name": self.name, "description": self.description, "format": DYNAMICS_FORMAT},
+        )
 
     def __str__(self) -> str:
         return f"Dynamics {self.name!r}: {len(self)} states"
@@ -142,31 +124,57 @@ class Dynamics:
 
 def import_dynamics(filename: str) -> Dynamics:
     """Load a :class:`Dynamics` written by :meth:`Dynamics.export`."""
+    content = _read(filename, DYNAMICS_FORMAT, "a nonmarkov dynamics file")
+    return Dynamics(
+        content["times"],
+        content["states"],
+        name=str(content["name"]),
+        description=str(content["description"]),
+    )
+
+
+def _write(filename: str, overwrite: bool, arrays: dict[str, Any], text: dict[str, Any]) -> None:
+    """``arrays`` and ``text`` into ``filename`` (``.npz`` or ``.h5``/``.hdf5``): the
+    file appears only when complete."""
+    filename = os.fspath(filename)
+    if os.path.exists(filename) and not overwrite:
+        raise FileExistsError(f"{filename} exists; pass overwrite=True to replace it")
+    extension = os.path.splitext(filename)[1].lower()
+    if extension not in (".npz", ".h5", ".hdf5"):
+        raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+    with atomic_path(filename) as temporary:
+        if extension == ".npz":
+            with open(temporary, "wb") as handle:
+                default_np.savez(handle, **arrays, **text)
+        else:
+            import h5py
+
+            with h5py.File(temporary, "w") as handle:
+                for key, value in text.items():
+                    handle.attrs[key] = value
+                for key, array in arrays.items():
+                    handle.create_dataset(key, data=array)
+
+
+def _read(filename: str, file_format: str, what: str) -> dict[str, Any]:
+    """Everything :func:`_write` put into ``filename``, checked to be ``file_format``
+    (``what`` names it in the error)."""
     filename = os.fspath(filename)
     extension = os.path.splitext(filename)[1].lower()
     if extension == ".npz":
         with default_np.load(filename, allow_pickle=False) as data:
-            if "times" not in data or "states" not in data:
-                raise ValueError(f"{filename} is not a dynamics file (no times/states)")
-            return Dynamics(
-                data["times"],
-                data["states"],
-                name=str(data["name"]),
-                description=str(data["description"]),
-            )
-    if extension in (".h5", ".hdf5"):
+            content = {key: data[key] for key in data.files}
+    elif extension in (".h5", ".hdf5"):
         import h5py
 
         with h5py.File(filename, "r") as handle:
-            if handle.attrs.get("format") != "nonmarkov-dynamics-1":
-                raise ValueError(f"{filename} is not a nonmarkov dynamics file")
-            return Dynamics(
-                handle["times"][()],
-                handle["states"][()],
-                name=str(handle.attrs["name"]),
-                description=str(handle.attrs["description"]),
-            )
-    raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+            content = {key: handle[key][()] for key in handle}
+            content.update({key: handle.attrs[key] for key in handle.attrs})
+    else:
+        raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+    if str(content.get("format", "")) != file_format:
+        raise ValueError(f"{filename} is not {what} (format {file_format!r})")
+    return content
 
 
 MEAN_FIELD_FORMAT = "nonmarkov-mean-field-dynamics-1"
@@ -260,32 +268,11 @@ class MeanFieldDynamics:
     def export(self, filename: str, overwrite: bool = False) -> None:
         """Write to ``filename`` (``.npz``, or ``.h5``/``.hdf5``), complete or not at
         all; load it back with :func:`import_mean_field_dynamics`."""
-        filename = os.fspath(filename)
-        if os.path.exists(filename) and not overwrite:
-            raise FileExistsError(f"{filename} exists; pass overwrite=True to replace it")
-        extension = os.path.splitext(filename)[1].lower()
-        if extension not in (".npz", ".h5", ".hdf5"):
-            raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
         arrays: dict[str, Any] = {"times": self.times, "fields": self.fields}
         for i, dynamics in enumerate(self._system_dynamics):
             arrays[f"states_{i}"] = dynamics.states
-        text: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "format": MEAN_FIELD_FORMAT,
-        }
-        with atomic_path(filename) as temporary:
-            if extension == ".npz":
-                with open(temporary, "wb") as handle:
-                    default_np.savez(handle, **arrays, **text)
-            else:
-                import h5py
-
-                with h5py.File(temporary, "w") as handle:
-                    for key, value in text.items():
-                        handle.attrs[key] = value
-                    for key, array in arrays.items():
-                        handle.create_dataset(key, data=array)
+        text = {"name": self.name, "description": self.description, "format": MEAN_FIELD_FORMAT}
+        _write(filename, overwrite, arrays, text)
 
     def __str__(self) -> str:
         return (
@@ -296,21 +283,7 @@ class MeanFieldDynamics:
 
 def import_mean_field_dynamics(filename: str) -> MeanFieldDynamics:
     """Load a :class:`MeanFieldDynamics` written by :meth:`MeanFieldDynamics.export`."""
-    filename = os.fspath(filename)
-    extension = os.path.splitext(filename)[1].lower()
-    if extension == ".npz":
-        with default_np.load(filename, allow_pickle=False) as data:
-            content = {key: data[key] for key in data.files}
-    elif extension in (".h5", ".hdf5"):
-        import h5py
-
-        with h5py.File(filename, "r") as handle:
-            content = {key: handle[key][()] for key in handle}
-            content.update({key: handle.attrs[key] for key in handle.attrs})
-    else:
-        raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
-    if str(content.get("format", "")) != MEAN_FIELD_FORMAT:
-        raise ValueError(f"{filename} is not a nonmarkov mean-field dynamics file")
+    content = _read(filename, MEAN_FIELD_FORMAT, "a nonmarkov mean-field dynamics file")
     count = len([key for key in content if str(key).startswith("states_")])
     states = [content[f"states_{i}"] for i in range(count)]
     times = content["times"]
