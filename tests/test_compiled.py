@@ -51,6 +51,7 @@ import nonmarkov as nm
 from models import SX, SZ, independent_boson, spin_boson
 from nonmarkov import backends, config
 from nonmarkov.engines.host import HostWindowEngine
+from nonmarkov.influence import DiscretisedInfluence
 from nonmarkov.kernels import truncation
 
 pytestmark = pytest.mark.skip_backend("numpy", "the compiled window is JAX-only")
@@ -62,6 +63,16 @@ scheduling = pytest.importorskip("nonmarkov.engines.jax.scheduling")
 sitewise = pytest.importorskip("nonmarkov.engines.jax.sitewise")
 compiler = pytest.importorskip("nonmarkov.engines.jax.compiler")
 jax_engine = pytest.importorskip("nonmarkov.engines.jax.engine")
+
+
+def step_pair(tempo):
+    """(between, second) of a step of ``tempo``'s time-independent system in the
+    coupling eigenbasis: what Tempo hands its window engine for every step."""
+    influence = DiscretisedInfluence.from_parameters(tempo.bath, tempo.parameters, tempo.unique)
+    to_eigen, from_eigen = influence.liouville_transforms()
+    halves = tempo.system.get_propagators(tempo.parameters.dt)(0)
+    first, second = (to_eigen @ half @ from_eigen for half in halves)
+    return first @ second, second
 
 
 def engine_options(**changes):
@@ -610,7 +621,7 @@ def test_a_step_with_site_levels_equals_the_step_at_the_full_bucket():
     engine = tempo.engine.compiled
     assert engine.bond == 24 and engine._count == 7
     with backends.use_backend("jax", "double"):
-        between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
+        between, second = engine._device_propagators(*step_pair(tempo))
         args = (
             engine._front,
             engine._sites,
@@ -1001,7 +1012,7 @@ def test_kernels_compiled_ahead_are_the_ones_a_step_runs(sitewise_from_the_start
         assert window.ahead.result(timeout=300) is None  # the last chunk's job did not fail
         # a plan with larger buckets than any step used so far
         plan = sitewise.plan_buckets(window.profile, window.count + 2, margin=17)
-        between, second = engine._device_propagators(*tempo._step_propagators(tempo._step))
+        between, second = engine._device_propagators(*step_pair(tempo))
         state = (window._front, window._sites, window._log_scale)
         settings = (engine.memory, None, "trace", None)
         arguments = (between, second, engine._constants, engine._site_lags)

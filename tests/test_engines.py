@@ -120,7 +120,7 @@ class TraceProblem:
 
 
 def trace_problem(system, bath, rho0, parameters, num_steps, unique=False) -> TraceProblem:
-    """As ``Tempo._first_step`` and ``Tempo._step_propagators`` (time-independent system:
+    """As ``TempoWindow.start`` and ``TempoWindow.advance`` (time-independent system:
     the same propagator arrays at every step)."""
     influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
     to_eigen, from_eigen = influence.liouville_transforms()
