@@ -1,7 +1,9 @@
 """Engine options: the tuning choices of the engines, in one immutable object.
 
-The results do not depend on them beyond rounding; they choose how the JAX
-engine pads, factorises, schedules and compiles. Pass one to an algorithm
+The results do not depend on them beyond rounding, except ``window_sweep``
+(the two truncation sweeps of a window step agree within the truncation
+tolerance, not to rounding); the others choose how the JAX engine pads,
+factorises, schedules and compiles. Pass one to an algorithm
 (``options=EngineOptions(...)``) or set the library default once:
 
     nonmarkov.set_default_options(host_start=False)
@@ -23,6 +25,7 @@ from typing import Any
 from . import config
 
 _CHOICE = ("auto", "on", "off")
+WINDOW_SWEEPS = ("auto", "zip_up", "exact")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +34,13 @@ class EngineOptions:
 
     Parameters
     ----------
+    window_sweep : how a window step couples the new point and truncates
+        (:mod:`nonmarkov.kernels.window`): ``'zip_up'`` (cut while coupling,
+        from the oldest site, then an exact cut of that state; bonds never grow
+        by the carrier's num_rows), ``'exact'`` (couple without truncation, then
+        the optimal cut of the exact product), or ``'auto'``: ``'zip_up'`` on the
+        NumPy engine, ``'exact'`` on the JAX engine (its compiled step does only
+        that one). NumPy and JAX agree to rounding with ``'exact'``.
     svd : the SVD algorithm of the compiled steps: ``'default'`` (JAX's choice
         for the device), ``'qr'`` or ``'divide_and_conquer'``.
     sitewise : ``'auto'``, ``'on'`` or ``'off'``: from bond bucket 64 on, run
@@ -50,6 +60,7 @@ class EngineOptions:
         bit (:mod:`nonmarkov.engines.jax.scheduling`).
     """
 
+    window_sweep: str = "auto"
     svd: str = config.JAX_SVD
     sitewise: str = config.JAX_SITEWISE
     site_levels: str = config.JAX_SITE_LEVELS
@@ -61,6 +72,11 @@ class EngineOptions:
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "svd", config.check_choice(self.svd, config.VALID_JAX_SVD, "svd option")
+        )
+        object.__setattr__(
+            self,
+            "window_sweep",
+            config.check_choice(self.window_sweep, WINDOW_SWEEPS, "window_sweep option"),
         )
         for name in ("sitewise", "site_levels"):
             object.__setattr__(

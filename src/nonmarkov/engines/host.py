@@ -18,8 +18,8 @@ import numpy as default_np
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
 from ..kernels.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds
-from ..kernels.window import advance_window, normalise, trace_vectors
-from ..options import EngineOptions
+from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
+from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
 from .base import ChainRun, LastArguments, PreparedProcessTensor, WindowSpec
@@ -27,6 +27,12 @@ from .base import ChainRun, LastArguments, PreparedProcessTensor, WindowSpec
 #: Step tensors of a streamed process tensor kept on the host between the backward
 #: (caps) and the forward pass, so that a small one is read only once.
 STREAM_CACHE_BYTES = 64 * 2**20
+
+
+def host_sweep(options: EngineOptions | None) -> str:
+    """The window sweep of the host engine (:mod:`nonmarkov.kernels.window`) for ``options``."""
+    choice = resolve(options).window_sweep
+    return "zip_up" if choice == "auto" else choice
 
 
 class HostWindowEngine:
@@ -52,6 +58,7 @@ class HostWindowEngine:
         self.steps = 0
         m = self._projector.shape[1]
         self._pt_between = default_np.ones((m, m))
+        self._sweep = host_sweep(options)
 
     @property
     def memory(self) -> int:
@@ -90,8 +97,10 @@ class HostWindowEngine:
             self._spec.epsrel,
             oldest,
             self._spec.max_rank,
+            self._sweep,
         )
-        window[0], log_norm = normalise(window[0])
+        holder = NORM_SITE[self._sweep]
+        window[holder], log_norm = normalise(window[holder])
         self._window = window
         self._log_scale += log_norm
         return done

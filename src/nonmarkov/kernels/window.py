@@ -7,11 +7,26 @@ point (site 0, left end) to the oldest. ``p`` runs over the m distinct
 One step of TEMPO or PT-TEMPO couples a new point to every site of the
 window: site j (lag j + 1) is multiplied by a lag matrix ``I_j[c, p]``, where
 c is the class of the new point, carried along the chain as an MPO bond of
-dimension m. Each step is two sweeps: ``sweep_left_to_right`` applies the
-couplings from the newest site to the oldest and leaves the chain left-orthonormal with
-the norm in the oldest site; ``truncate_right_to_left`` then cuts every bond
-at its Schmidt values (the optimal truncation of the whole state) and leaves
-the sites right-orthonormal with the norm in the front.
+num_rows values. Applied exactly, the MPO multiplies every bond by num_rows;
+the truncation brings it back. Two sweeps do a step (``sweep=``):
+
+- ``'zip_up'`` (the host default): :func:`zip_up_from_oldest` applies the
+  couplings from the oldest site to the newest and cuts each bond at once
+  (truncated SVD with ``epsrel``), so the enlarged bond exists on one site at
+  a time; the cut sees the older sites' copies of the carrier, which differ
+  little at long lags, and keeps about the final rank. It leaves the sites
+  right-orthonormal with the norm in the front, and
+  :func:`truncate_left_to_right` then cuts every bond of that state at its
+  exact Schmidt values, leaving the window left-orthonormal with the norm in
+  the oldest site: the gauge the next zip-up starts from. The first pass is
+  not an optimal truncation of the exact product (its cut does not see the
+  newer sites' weights); its error adds to the second pass's.
+- ``'exact'``: :func:`sweep_left_to_right` applies the couplings from the
+  newest site to the oldest with a QR on every site (no truncation: bonds
+  num_rows times the rank) and :func:`truncate_right_to_left` cuts every bond
+  at the Schmidt values of the exact product (the optimal truncation of the
+  whole state), leaving the sites right-orthonormal with the norm in the
+  front. The compiled JAX step does this sweep.
 
 The oldest site can be kept, traced out (summed over p: its memory has
 ended) or finalised (split off as a fixed tensor, e.g. of a process tensor).
@@ -29,6 +44,9 @@ from ..backends.numerical_backend import np
 from .truncation import truncated_svd
 
 OLDEST_ACTIONS = ("keep", "trace", "finalize")
+SWEEPS = ("zip_up", "exact")
+#: the site that holds the norm of the window after a step of each sweep
+NORM_SITE = {"zip_up": -1, "exact": 0}
 
 
 def normalise(front: Any) -> tuple[Any, float]:
@@ -146,6 +164,89 @@ def sweep_left_to_right(
     return window, None
 
 
+def zip_up_from_oldest(
+    theta: Any,
+    first_rows: Any,
+    carrier_rows: Any,
+    num_rows: int,
+    site_lags: list[Any],
+    sites: list[Any],
+    epsrel: float,
+    oldest: str,
+    max_rank: int | None = None,
+) -> tuple[Any, list[Any]]:
+    """Couple the new point to the window from the oldest site to the newest,
+    cutting every bond with ``epsrel`` on the way.
+
+    Site j (oldest first) times its lag matrix and the carry from the older
+    sites, ``T[(l, c), (p, k)]``, is split by a truncated SVD: ``vh`` becomes
+    the site (right-orthonormal), ``u s`` the carry ``((l, c), k')`` to site
+    j - 1. A traced oldest site becomes the first carry ``((l, c), 1)``.
+    Arguments as for :func:`sweep_left_to_right` (``oldest='finalize'`` is
+    done by :func:`truncate_left_to_right`).
+
+    Returns
+    -------
+    front : (x, p, k) the new point and site 0, holding the norm.
+    tail : the sites j = 1..n-1 (without a traced one), right-orthonormal.
+    """
+    coupled = theta * first_rows[:, :, None]  # (x, p, r)
+    carry = None
+    tail: list[Any] = []
+    for j in range(len(sites) - 1, 0, -1):
+        site, lag = sites[j], site_lags[j - 1]
+        chi_l, dim_p, chi_r = site.shape
+        if carry is None:
+            weighted = site[None, :, :, :] * lag[:, None, :, None]  # (c, l, p, r)
+            if oldest == "trace":
+                carry = np.sum(weighted, axis=(2, 3)).T.reshape(chi_l * num_rows, 1)
+                continue
+        else:
+            by_class = carry.reshape(chi_r, num_rows, -1).transpose(1, 0, 2)  # (c, r, k)
+            product = np.matmul(site.reshape(1, chi_l * dim_p, chi_r), by_class)
+            weighted = product.reshape(num_rows, chi_l, dim_p, -1) * lag[:, None, :, None]
+        chi_k = weighted.shape[3]
+        matrix = weighted.transpose(1, 0, 2, 3).reshape(chi_l * num_rows, dim_p * chi_k)
+        u, s, vh = truncated_svd(matrix, epsrel, max_rank)
+        tail.append(vh.reshape(-1, dim_p, chi_k))
+        carry = u * s[None, :]
+    tail.reverse()
+    if carry is None:
+        return coupled, tail
+    picked = carry.reshape(theta.shape[2], num_rows, -1)[:, carrier_rows, :]  # (r, x, k)
+    return np.einsum("xpr,rxk->xpk", coupled, picked), tail
+
+
+def truncate_left_to_right(
+    front: Any, tail: list[Any], epsrel: float, oldest: str, max_rank: int | None = None
+) -> tuple[list[Any], Any]:
+    """SVD truncation sweep from the new point to the oldest site.
+
+    ``front`` (x, p, k) holds the norm and the ``tail`` sites are
+    right-orthonormal (as :func:`zip_up_from_oldest` leaves them), so every
+    bond is cut at its exact Schmidt values. Returns the window, front
+    (1, x, k') first, left-orthonormal with the norm in the last site, and,
+    for ``oldest='finalize'``, the oldest site split off right-orthonormal
+    (the last cut's ``s`` stays on its left), else None.
+    """
+    window: list[Any] = []
+    current = front.reshape(1, front.shape[0], -1)  # the first cut splits x | (p, k)
+    for index in range(len(tail) + 1):
+        chi_l, dim_p, chi_r = current.shape
+        u, s, vh = truncated_svd(current.reshape(chi_l * dim_p, chi_r), epsrel, max_rank)
+        if index == 0:
+            right = vh.reshape(-1, *front.shape[1:])
+        else:
+            right = np.tensordot(vh, tail[index - 1], axes=([1], [0]))
+        if oldest == "finalize" and index == len(tail):
+            window.append((u * s[None, :]).reshape(chi_l, dim_p, -1))
+            return window, right
+        window.append(u.reshape(chi_l, dim_p, -1))
+        current = s[:, None, None] * right
+    window.append(current)
+    return window, None
+
+
 def advance_window(
     window: list[Any],
     theta: Any,
@@ -156,17 +257,28 @@ def advance_window(
     epsrel: float,
     oldest: str,
     max_rank: int | None = None,
+    sweep: str = "zip_up",
 ) -> tuple[list[Any], Any]:
     """One step of the window: couple a new point, truncate, handle the oldest.
 
-    A left-to-right pass applies the couplings and orthonormalises (QR; the
-    bond to a finalised site is cut with ``epsrel``),
-    then a right-to-left pass truncates every bond at its Schmidt values.
-    Returns the new window (right-orthonormal, norm in the front) and the
-    finalised site or None. Arguments as for :func:`sweep_left_to_right`.
+    ``sweep`` (see the module docstring): ``'zip_up'`` returns the window
+    left-orthonormal with the norm in the oldest site, ``'exact'``
+    right-orthonormal with the norm in the front (:data:`NORM_SITE`). Returns
+    the new window and the finalised site (right-orthonormal) or None.
+    Arguments as for :func:`sweep_left_to_right`.
     """
     if oldest not in OLDEST_ACTIONS:
         raise ValueError(f"oldest must be one of {list(OLDEST_ACTIONS)}; got {oldest!r}")
+    if sweep == "zip_up":
+        if oldest == "trace" and len(window) == 1:  # the point before the new one leaves
+            traced = np.sum(theta * first_rows[:, :, None], axis=(1, 2))
+            return [traced.reshape(1, -1, 1)], None
+        front, tail = zip_up_from_oldest(
+            theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank
+        )
+        return truncate_left_to_right(front, tail, epsrel, oldest, max_rank)
+    if sweep != "exact":
+        raise ValueError(f"sweep must be one of {list(SWEEPS)}; got {sweep!r}")
     new_window, finalized = sweep_left_to_right(
         theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank
     )

@@ -46,8 +46,14 @@ class JaxWindowEngine:
     steps_per_call = 64
 
     def __init__(self, spec: WindowSpec, options: EngineOptions):
+        if options.window_sweep == "zip_up":
+            raise ValueError(
+                "the JAX window engine runs the 'exact' window sweep only; use "
+                "window_sweep='auto' or 'exact' (or the NumPy backend for 'zip_up')"
+            )
         self._spec = spec
-        self._options = options
+        # the host start runs the compiled step's sweep, so that both parts agree
+        self._options = options.replace(window_sweep="exact")
         self.compiled = CompiledWindow(spec, options, np.dtype_complex)
         #: the host phase: (the host window, the kernel compiling, its bucket) or None
         self._host: tuple[HostWindowEngine, Future, int] | None = None
