@@ -13,6 +13,10 @@
   the spin-boson model its error against a converged reference is at most
   1.5 times the exact sweep's, at about the same bonds; TEMPO with the zip-up
   gives the exact independent-boson coherence.
+- The sketched SVD of the zip-up's cuts keeps the rank rule's guarantee
+  (discarded norm at most epsrel times the largest singular value), keeps
+  the rank of the plain SVD on a decaying spectrum, widens a sketch that is
+  too narrow, and is the plain SVD on a narrow matrix.
 - The option is checked, and the JAX engine (which compiles the exact sweep)
   refuses ``'zip_up'``.
 
@@ -27,6 +31,7 @@ import pytest
 import nonmarkov as nm
 from models import assert_coherences_match, independent_boson_problem, spin_boson
 from nonmarkov import backends
+from nonmarkov.kernels.truncation import sketched_truncated_svd, truncated_svd
 from nonmarkov.kernels.window import NORM_SITE, advance_window
 
 RNG = numpy.random.default_rng(20261201)
@@ -155,6 +160,36 @@ def test_the_zip_up_gives_the_exact_independent_boson_coherence(key):
         dynamics = tempo.compute(end_time, progress_type="silent")
     # full memory, epsrel 1e-10, no Trotter error: exact to the truncation (as test_tempo)
     assert_coherences_match(numpy.asarray(dynamics.states), exact, closed, bound=1e-8)
+
+
+def decaying_matrix(rows: int, cols: int, decay: float) -> numpy.ndarray:
+    """A complex (rows, cols) matrix with singular values exp(-decay i), random vectors."""
+    size = min(rows, cols)
+    u = numpy.linalg.qr(RNG.normal(size=(rows, size)) + 1j * RNG.normal(size=(rows, size)))[0]
+    v = numpy.linalg.qr(RNG.normal(size=(cols, size)) + 1j * RNG.normal(size=(cols, size)))[0]
+    return (u * numpy.exp(-decay * numpy.arange(size))[None, :]) @ v.conj().T
+
+
+@pytest.mark.parametrize("expected", [30, 4])  # about right, and far too small
+@pytest.mark.parametrize("epsrel", [1e-4, 1e-8])
+def test_the_sketched_svd_keeps_the_truncation_guarantee(expected, epsrel):
+    matrix = decaying_matrix(200, 300, 0.5)
+    u, s, vh = sketched_truncated_svd(matrix, epsrel, expected)
+    plain_rank = truncated_svd(matrix, epsrel)[1].shape[0]
+    assert u.shape == (200, len(s)) and vh.shape == (len(s), 300)
+    assert plain_rank <= len(s) <= plain_rank + 1
+    discarded = numpy.linalg.norm(matrix - (u * s[None, :]) @ vh)
+    assert discarded <= epsrel * numpy.linalg.norm(matrix, 2) * (1.0 + 1e-6)
+    numpy.testing.assert_allclose(u.conj().T @ u, numpy.eye(len(s)), atol=1e-12)
+    numpy.testing.assert_allclose(vh @ vh.conj().T, numpy.eye(len(s)), atol=1e-12)
+
+
+def test_a_sketch_as_wide_as_the_matrix_is_the_plain_svd():
+    matrix = decaying_matrix(40, 60, 0.2)
+    sketched = sketched_truncated_svd(matrix, 1e-6, 20)
+    plain = truncated_svd(matrix, 1e-6)
+    for left, right in zip(sketched, plain):
+        numpy.testing.assert_array_equal(left, right)
 
 
 def test_the_option_is_checked_and_the_jax_engine_refuses_the_zip_up():

@@ -41,7 +41,7 @@ import math
 from typing import Any
 
 from ..backends.numerical_backend import np
-from .truncation import truncated_svd
+from .truncation import sketched_truncated_svd, truncated_svd
 
 OLDEST_ACTIONS = ("keep", "trace", "finalize")
 SWEEPS = ("zip_up", "exact")
@@ -181,7 +181,10 @@ def zip_up_from_oldest(
     Site j (oldest first) times its lag matrix and the carry from the older
     sites, ``T[(l, c), (p, k)]``, is split by a truncated SVD: ``vh`` becomes
     the site (right-orthonormal), ``u s`` the carry ``((l, c), k')`` to site
-    j - 1. A traced oldest site becomes the first carry ``((l, c), 1)``.
+    j - 1. The cut keeps about l of the num_rows * l rows' values (l, the
+    site's left bond, is what the last step kept there), so the SVD is
+    sketched (:func:`~nonmarkov.kernels.truncation.sketched_truncated_svd`,
+    same guarantee). A traced oldest site becomes the first carry ``((l, c), 1)``.
     Arguments as for :func:`sweep_left_to_right` (``oldest='finalize'`` is
     done by :func:`truncate_left_to_right`).
 
@@ -207,7 +210,7 @@ def zip_up_from_oldest(
             weighted = product.reshape(num_rows, chi_l, dim_p, -1) * lag[:, None, :, None]
         chi_k = weighted.shape[3]
         matrix = weighted.transpose(1, 0, 2, 3).reshape(chi_l * num_rows, dim_p * chi_k)
-        u, s, vh = truncated_svd(matrix, epsrel, max_rank)
+        u, s, vh = sketched_truncated_svd(matrix, epsrel, chi_l, max_rank)
         tail.append(vh.reshape(-1, dim_p, chi_k))
         carry = u * s[None, :]
     tail.reverse()
