@@ -10,7 +10,7 @@ ways side by side.
 Problems (hbar = 1; Ohmic PowerLawSD(alpha, zeta=1, wc, 'exponential', T)):
 
 - ``S1``: spin 1, H_S = S_x, coupling S_z, alpha = 0.1, wc = 4, T = 0,
-  dt = 0.1, tcut = 2.0, t = 4, initial |+1><+1|; observable <S_z>.
+  dt = 0.1, tcut = 1.5, t = 3, initial |+1><+1|.
 - ``HB``: spin 1/2 biased and hot, H_S = 0.5 sigma_x + 0.5 sigma_z,
   coupling sigma_z / 2, alpha = 0.2, wc = 5, T = 1, dt = 0.05, tcut = 1.5,
   t = 3; observable <sigma_z>, <sigma_x>.
@@ -44,7 +44,7 @@ import time
 import numpy as np
 
 PROBLEMS = {
-    "S1": dict(alpha=0.1, cutoff=4.0, temperature=0.0, dt=0.1, tcut=2.0, end=4.0, epsrel=1e-6),
+    "S1": dict(alpha=0.1, cutoff=4.0, temperature=0.0, dt=0.1, tcut=1.5, end=3.0, epsrel=1e-6),
     "HB": dict(alpha=0.2, cutoff=5.0, temperature=1.0, dt=0.05, tcut=1.5, end=3.0, epsrel=1e-6),
     "SB": dict(alpha=0.6, cutoff=5.0, temperature=0.0, dt=0.05, tcut=2.0, end=3.0, epsrel=1e-6),
     "L3": dict(alpha=0.1, cutoff=3.0, temperature=0.5, dt=0.1, tcut=2.0, end=4.0, epsrel=1e-6),
