@@ -111,12 +111,12 @@ CORE_TESTS = {
     "tests/physics/tempo_superohmic_test.py": "TEMPO + PT-TEMPO, super-Ohmic, exact result",
     "tests/physics/multi_time_correlations_test.py": "compute_correlations(_nt), exact IB result",
     "tests/physics/multi_environments_test.py": "PT-TEMPO, two PTs in compute_dynamics (+gradient)",
+    "tests/physics/mean_field_tempo_test.py": "MeanFieldTempo and its PT route, one system",
+    "tests/physics/mean_field_tempo_multi_test.py": "MeanFieldTempo, several systems",
+    "tests/physics/degeneracy_mean_field_test.py": "unique=True with mean-field and PT-TEMPO",
 }
 EXCLUDED_TESTS = {
     "tests/physics/degeneracy_large_test.py": "TEMPO unique=True; skipped upstream (Issue #115)",
-    "tests/physics/degeneracy_mean_field_test.py": "mean-field TEMPO (not in nonmarkov)",
-    "tests/physics/mean_field_tempo_test.py": "mean-field TEMPO (not in nonmarkov)",
-    "tests/physics/mean_field_tempo_multi_test.py": "mean-field TEMPO (not in nonmarkov)",
     "tests/physics/pt_tebd_test.py": "PT-TEBD (not in nonmarkov)",
     "tests/physics/pt_tebd_lindblad_test.py": "PT-TEBD (not in nonmarkov)",
     "tests/physics/gibbs_tempo_test.py": "Gibbs TEMPO (not in nonmarkov)",
@@ -153,6 +153,9 @@ EXAMPLES = [
     "simple_multi_time_correlations.py",
     "system-correlations.py",
     "multi_time_correlations.py",
+    "mean-field-tempo.py",
+    "mean-field-process.py",
+    "mean-field-multiple-systems.py",
 ]
 # example -> (OQuPy file with the generator, function, process-tensor name)
 PREPARE = {
