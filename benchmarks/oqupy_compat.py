@@ -930,17 +930,12 @@ OUT_OF_SCOPE = (
     "GibbsParameters",
     "GibbsTempo",
     "gibbs_tempo_compute",
-    "MeanFieldDynamics",
-    "MeanFieldSystem",
-    "MeanFieldTempo",
-    "compute_dynamics_with_field",
     "compute_gradient_and_dynamics",
     "state_gradient",
     "ParameterizedSystem",
     "PtTebd",
     "PtTebdParameters",
     "SystemChain",
-    "TimeDependentSystemWithField",
     "TwoTimeBathCorrelations",
 )
 
@@ -948,34 +943,28 @@ OUT_OF_SCOPE = (
 def signature_diff(python_oq, python_nm, env_oq, env_nm, workdir):
     """Compare the signatures of OQuPy 0.5's public API with nonmarkov's, name by name."""
     tool = os.path.join(workdir, "tools", "dump_signatures.py")
-    ref_path = os.path.join(workdir, "signatures_oqupy.json")
-    rc, _ = run_process(
-        [python_oq, tool, "-", ref_path],
-        workdir,
-        env_oq,
-        600,
-        os.path.join(workdir, "signatures_oqupy"),
-    )
-    if rc != 0:
-        return {"error": tail(os.path.join(workdir, "signatures_oqupy.err"), 4)}
-    with open(ref_path) as handle:
-        ref = json.load(handle)
+
+    def dump(python, query, label, env):
+        """The signatures one interpreter reports ({name: record}), or None and the
+        end of its error log."""
+        out = os.path.join(workdir, f"signatures_{label}.json")
+        log = os.path.join(workdir, f"signatures_{label}")
+        rc, _ = run_process([python, tool, query, out], workdir, env, 600, log)
+        if rc != 0:
+            return None, tail(log + ".err", 4)
+        with open(out) as handle:
+            return json.load(handle), None
+
+    ref, error = dump(python_oq, "-", "oqupy", env_oq)
+    if ref is None:
+        return {"error": error}
     names = [n for n in ref if n.split(".")[0] not in OUT_OF_SCOPE]
     query = os.path.join(workdir, "signatures_names.json")
     with open(query, "w") as handle:
         json.dump(names, handle)
-    got_path = os.path.join(workdir, "signatures_nonmarkov.json")
-    rc, _ = run_process(
-        [python_nm, tool, query, got_path],
-        workdir,
-        env_nm,
-        600,
-        os.path.join(workdir, "signatures_nonmarkov"),
-    )
-    if rc != 0:
-        return {"error": tail(os.path.join(workdir, "signatures_nonmarkov.err"), 4)}
-    with open(got_path) as handle:
-        got = json.load(handle)
+    got, error = dump(python_nm, query, "nonmarkov", env_nm)
+    if got is None:
+        return {"error": error}
     rows = []
     for name in names:
         a, b = ref[name], got.get(name, {"kind": "missing"})

@@ -96,6 +96,20 @@ def states_of(dynamics):
     return [system.states for system in dynamics.system_dynamics]
 
 
+def without_bath(system, field=FIELD0, **options):
+    """``compute_dynamics_with_field`` of a one-spin ``system`` without process tensors,
+    STEPS steps of DT from SPIN_RHO0."""
+    return nm.compute_dynamics_with_field(
+        system,
+        field,
+        dt=DT,
+        num_steps=STEPS,
+        initial_state_list=[SPIN_RHO0],
+        **options,
+        **SILENT,
+    )
+
+
 def max_difference(first, second):
     """Largest |difference| over the fields and all states of two MeanFieldDynamics."""
     np.testing.assert_allclose(first.times, second.times, rtol=0, atol=1e-12)
@@ -228,17 +242,7 @@ def test_the_field_acts_on_the_systems():
     results = []
     for emitter in (spin, free):
         system = nm.MeanFieldSystem([emitter.system()], cavity_eom([emitter], factor=DICKE_N))
-        results.append(
-            nm.compute_dynamics_with_field(
-                system,
-                FIELD0,
-                dt=DT,
-                num_steps=STEPS,
-                initial_state_list=[SPIN_RHO0],
-                subdiv_limit=None,
-                **SILENT,
-            )
-        )
+        results.append(without_bath(system, subdiv_limit=None))
     assert max_difference(*results) > 1e-2
 
 
@@ -758,9 +762,7 @@ def test_field_equation_bad_at_the_initial_data(method):
         if method == "tempo":
             nm.MeanFieldTempo(system, [spin_bath()], parameters(), [SPIN_RHO0], 1.0)
         else:
-            nm.compute_dynamics_with_field(
-                system, 1.0, dt=DT, num_steps=STEPS, initial_state_list=[SPIN_RHO0], **SILENT
-            )
+            without_bath(system, 1.0)
 
 
 def test_field_equation_that_fails_later_names_the_time():
@@ -770,14 +772,7 @@ def test_field_equation_that_fails_later_names_the_time():
         return -field
 
     with pytest.raises(ValueError, match=r"field_eom failed at t=0\.3.*out of range"):
-        nm.compute_dynamics_with_field(
-            spin_only_system(eom),
-            FIELD0,
-            dt=DT,
-            num_steps=STEPS,
-            initial_state_list=[SPIN_RHO0],
-            **SILENT,
-        )
+        without_bath(spin_only_system(eom))
 
 
 def test_list_lengths_must_match_the_systems(process_tensors):
@@ -868,15 +863,7 @@ def test_hamiltonian_changing_shape_later_is_a_clear_error():
         [nm.TimeDependentSystemWithField(hamiltonian)], lambda t, states, field: -field
     )
     with pytest.raises(ValueError, match="shape"):
-        nm.compute_dynamics_with_field(
-            system,
-            FIELD0,
-            dt=DT,
-            num_steps=STEPS,
-            initial_state_list=[SPIN_RHO0],
-            subdiv_limit=None,
-            **SILENT,
-        )
+        without_bath(system, subdiv_limit=None)
 
 
 def test_wrong_types():
