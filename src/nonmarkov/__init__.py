@@ -19,6 +19,7 @@ from . import helpers as helpers
 from . import operators as operators
 from . import options as options
 from . import process_tensor as process_tensor
+from . import pt_tebd as pt_tebd
 from . import pt_tempo as pt_tempo
 from . import system as system
 from . import system_dynamics as system_dynamics
@@ -37,6 +38,9 @@ from .methods.mean_field import compute_dynamics_with_field as compute_dynamics_
 from .methods.pt_construction import pt_tempo_compute as pt_tempo_compute
 from .methods.pt_divide import pt_divide_and_conquer_compute as pt_divide_and_conquer_compute
 from .methods.pt_repeated import pt_repeated_block_compute as pt_repeated_block_compute
+from .methods.pt_tebd import AugmentedMPS as AugmentedMPS
+from .methods.pt_tebd import PtTebd as PtTebd
+from .methods.pt_tebd import PtTebdParameters as PtTebdParameters
 from .methods.pt_tempo import PtTempo as PtTempo
 from .methods.tempo import Tempo as Tempo
 from .methods.tempo import tempo_compute as tempo_compute
@@ -44,6 +48,8 @@ from .methods.uniform import compute_steady_state as compute_steady_state
 from .methods.uniform import compute_uniform_dynamics as compute_uniform_dynamics
 from .methods.uniform import pt_uniform_compute as pt_uniform_compute
 from .model.bath import Bath as Bath
+from .model.chain import ChainControl as ChainControl
+from .model.chain import SystemChain as SystemChain
 from .model.control import Control as Control
 from .model.correlations import CustomCorrelations as CustomCorrelations
 from .model.correlations import CustomSD as CustomSD
@@ -63,7 +69,9 @@ from .process_tensors.file import import_process_tensor as import_process_tensor
 from .process_tensors.uniform import UniformProcessTensor as UniformProcessTensor
 
 __all__ = [
+    "AugmentedMPS",
     "Bath",
+    "ChainControl",
     "Control",
     "CustomCorrelations",
     "CustomSD",
@@ -74,9 +82,12 @@ __all__ = [
     "MeanFieldSystem",
     "MeanFieldTempo",
     "PowerLawSD",
+    "PtTebd",
+    "PtTebdParameters",
     "PtTempo",
     "SimpleProcessTensor",
     "System",
+    "SystemChain",
     "Tempo",
     "TempoParameters",
     "TimeDependentSystem",
@@ -106,6 +117,7 @@ __all__ = [
     "process_tensor",
     "pt_divide_and_conquer_compute",
     "pt_repeated_block_compute",
+    "pt_tebd",
     "pt_tempo",
     "pt_tempo_compute",
     "pt_uniform_compute",

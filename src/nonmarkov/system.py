@@ -1,5 +1,6 @@
 """OQuPy's module path ``system``; the code lives in :mod:`nonmarkov.model.system`."""
 
+from .model.chain import SystemChain as SystemChain
 from .model.system import BaseSystem as BaseSystem
 from .model.system import MeanFieldSystem as MeanFieldSystem
 from .model.system import System as System

@@ -1,7 +1,7 @@
 """Engines: one implementation per backend of the window and chain interfaces.
 
 :mod:`.base` defines the interfaces, :mod:`.host` implements them on the NumPy
-kernels, :mod:`.jax` compiled with JAX. The two functions here are the one place
+kernels, :mod:`.jax` compiled with JAX. The functions here are the one place
 that chooses: from the active backend and the engine options.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ..backends.numerical_backend import np
 from ..options import EngineOptions, resolve
-from .base import ChainEngine, WindowEngine, WindowSpec
-from .host import HostChainEngine, HostWindowEngine
+from .base import ChainEngine, TebdEngine, TebdSpec, WindowEngine, WindowSpec
+from .host import HostChainEngine, HostTebdEngine, HostWindowEngine
 
 
 def window_engine(spec: WindowSpec, options: EngineOptions | None = None) -> WindowEngine:
@@ -31,3 +31,13 @@ def chain_engine(options: EngineOptions | None = None) -> ChainEngine:
 
         return JaxChainEngine(options)
     return HostChainEngine(options)
+
+
+def tebd_engine(spec: TebdSpec, options: EngineOptions | None = None) -> TebdEngine:
+    """The TEBD engine (chain MPS with augmented legs) for ``spec`` on the active backend."""
+    options = resolve(options)
+    if np.backend_name == "jax":
+        from .jax.tebd import JaxTebdEngine
+
+        return JaxTebdEngine(spec, options)
+    return HostTebdEngine(spec, options)

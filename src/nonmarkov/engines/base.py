@@ -235,3 +235,53 @@ class LastArguments:
             self._arguments = arguments
             self._value = self._function(*arguments)
         return self._value
+
+
+@dataclasses.dataclass(frozen=True)
+class TebdSpec:
+    """The initial state of a chain for a TEBD engine (host arrays).
+
+    Parameters
+    ----------
+    sites : one tensor per site, S[l, p, a, r] (left bond, physical Liouville
+        index d_k^2, augmented leg: the open bond of the site's process tensor,
+        right bond); the outer bonds are 1. The chain state is their product.
+    epsrel : truncation threshold of every cut (:mod:`nonmarkov.kernels.truncation`).
+    max_rank : optional hard cap on every bond.
+    """
+
+    sites: Sequence[Any]
+    epsrel: float
+    max_rank: int | None = None
+
+
+class TebdEngine(Protocol):
+    """A chain MPS with augmented legs, changed by gates, site maps and process-tensor
+    steps (:mod:`nonmarkov.kernels.tebd`). Gates, maps and the prepared process
+    tensors' arrays are host arrays or arrays of the engine's backend; read-outs
+    come back on the host."""
+
+    def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
+        """One layer of two-site gates on disjoint pairs: ``(site, gate)`` acts on the
+        sites (site, site + 1), gate (p p', p p') on the pair's Liouville index
+        (left site first); every new bond truncated with ``epsrel``."""
+
+    def apply_site_maps(self, maps: Sequence[tuple[int, Any]]) -> None:
+        """``(site, superoperator (p, p))`` applied to each named site's physical leg."""
+
+    def apply_process_steps(self, steps: Sequence[tuple[int, PreparedProcessTensor, int]]) -> None:
+        """``(site, prepared process tensor, step)``: that step of the process tensor
+        (basis change in, step tensor on the augmented leg, basis change out)."""
+
+    def read_out(
+        self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
+    ) -> tuple[complex, list[default_np.ndarray]]:
+        """Close each site's augmented leg with ``caps[k]`` (a_k,) and trace the chain:
+        the total (the trace of the state) and, per group of ascending sites, the
+        reduced state with one physical leg per site, (p_i, p_j, ...), host arrays."""
+
+    def bond_dimensions(self) -> list[int]:
+        """The n - 1 bonds between the sites."""
+
+    def host_sites(self) -> list[default_np.ndarray]:
+        """The site tensors (l, p, a, r) on the host, the chain's scale included."""

@@ -18,11 +18,21 @@ import numpy as default_np
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
 from ..kernels.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds
+from ..kernels.tebd import (
+    apply_process_step,
+    apply_site_map,
+    capped_sites,
+    environments,
+    group_vector,
+    orthonormalise_left,
+    orthonormalise_right,
+    two_site_update,
+)
 from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
 from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
-from .base import ChainRun, LastArguments, PreparedProcessTensor, WindowSpec
+from .base import ChainRun, LastArguments, PreparedProcessTensor, TebdSpec, WindowSpec
 
 #: Step tensors of a streamed process tensor kept on the host between the backward
 #: (caps) and the forward pass, so that a small one is read only once.
@@ -298,3 +308,145 @@ class HostChainEngine:
                 readouts.append(default_np.asarray(np.to_host(vector)).reshape(-1))
             run.on_step(1)
         return default_np.asarray(readouts).reshape(-1, d2)
+
+
+class DeviceCopies:
+    """Backend copies of host arrays that come back as the same objects (gates,
+    controls): each is moved once. Arrays already on the backend pass through."""
+
+    def __init__(self) -> None:
+        self._copies: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, array: Any) -> Any:
+        if not isinstance(array, default_np.ndarray):
+            return array
+        entry = self._copies.get(id(array))
+        if entry is None or entry[0] is not array:
+            entry = self._copies[id(array)] = (array, to_backend(array))
+        return entry[1]
+
+
+class HostTebdEngine:
+    """A chain MPS with augmented legs on the kernels of :mod:`nonmarkov.kernels.tebd`
+    (see :class:`~nonmarkov.engines.base.TebdEngine`).
+
+    The engine keeps a gauge centre: the sites left of it are isometries over
+    (l, p, a), those right of it over (p, a, r), so that each two-site cut is
+    truncated where it is optimal in the 2-norm. A layer of gates sweeps from
+    the centre's nearer end; a site map or a process-tensor step breaks the
+    gauge, which the next layer restores with one QR sweep. The state's scale
+    is kept apart as a log (the singular values of each cut are normalised).
+    """
+
+    def __init__(self, spec: TebdSpec, options: EngineOptions | None = None):
+        self._sites = [to_backend(site) for site in spec.sites]
+        self._epsrel = float(spec.epsrel)
+        self._max_rank = spec.max_rank
+        self._log_scale = 0.0
+        self._centre = 0
+        self._canonical = False
+        self._copies = DeviceCopies()
+        self._traces: dict[int, Any] = {}
+
+    # -------------------------------------------------------------- the gauge
+
+    def _move_centre(self, target: int) -> None:
+        sites = self._sites
+        while self._centre < target:
+            k = self._centre
+            sites[k], sites[k + 1] = orthonormalise_right(sites[k], sites[k + 1])
+            self._centre += 1
+        while self._centre > target:
+            k = self._centre
+            sites[k - 1], sites[k] = orthonormalise_left(sites[k - 1], sites[k])
+            self._centre -= 1
+
+    def _canonicalise(self) -> None:
+        """One QR sweep over the whole chain, towards the end nearer to the centre."""
+        n = len(self._sites)
+        if self._centre >= n / 2:
+            self._centre = 0
+            self._move_centre(n - 1)
+        else:
+            self._centre = n - 1
+            self._move_centre(0)
+        self._canonical = True
+
+    def _two_site(self, site: int, gate: Any, centre_right: bool) -> None:
+        left, right, log_norm = two_site_update(
+            self._sites[site],
+            self._sites[site + 1],
+            gate,
+            self._epsrel,
+            centre_right,
+            self._max_rank,
+        )
+        self._sites[site], self._sites[site + 1] = left, right
+        self._log_scale += log_norm
+        self._centre = site + 1 if centre_right else site
+
+    # -------------------------------------------------------------- operations
+
+    def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
+        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_gates`."""
+        if not gates:
+            return
+        if not self._canonical:
+            self._canonicalise()
+        ascending = self._centre <= (len(self._sites) - 1) / 2
+        for site, gate in sorted(gates, key=lambda entry: entry[0], reverse=not ascending):
+            self._move_centre(site if ascending else site + 1)
+            self._two_site(site, self._copies(gate), ascending)
+
+    def apply_site_maps(self, maps: Sequence[tuple[int, Any]]) -> None:
+        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_site_maps`."""
+        for site, superoperator in maps:
+            self._sites[site] = apply_site_map(self._sites[site], self._copies(superoperator))
+            self._canonical = False
+
+    def apply_process_steps(self, steps: Sequence[tuple[int, PreparedProcessTensor, int]]) -> None:
+        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_process_steps`."""
+        for site, pt, step in steps:
+            self._sites[site] = apply_process_step(
+                self._sites[site], pt.transform_in, pt.tensor(step), pt.classes, pt.transform_out
+            )
+            self._canonical = False
+
+    def _trace_vector(self, d2: int) -> Any:
+        if d2 not in self._traces:
+            d = math.isqrt(d2)
+            self._traces[d2] = to_backend(default_np.identity(d).reshape(-1))
+        return self._traces[d2]
+
+    def read_out(
+        self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
+    ) -> tuple[complex, list[default_np.ndarray]]:
+        """See :meth:`~nonmarkov.engines.base.TebdEngine.read_out`."""
+        capped = capped_sites(self._sites, [self._copies(cap) for cap in caps])
+        transfers = [
+            np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
+            for site in capped
+        ]
+        left, right = environments(transfers)
+        scale = math.exp(self._log_scale)
+        total = complex(np.to_host(left[-1])[0]) * scale
+        vectors = [
+            default_np.asarray(
+                np.to_host(
+                    group_vector(capped, transfers, left[group[0]], right[group[-1] + 1], group)
+                )
+            )
+            * scale
+            for group in groups
+        ]
+        return total, vectors
+
+    def bond_dimensions(self) -> list[int]:
+        """See :meth:`~nonmarkov.engines.base.TebdEngine.bond_dimensions`."""
+        return [int(site.shape[3]) for site in self._sites[:-1]]
+
+    def host_sites(self) -> list[default_np.ndarray]:
+        """See :meth:`~nonmarkov.engines.base.TebdEngine.host_sites`."""
+        sites = [default_np.asarray(np.to_host(site)) for site in self._sites]
+        sites[0] = sites[0] * math.exp(self._log_scale)
+        return sites
