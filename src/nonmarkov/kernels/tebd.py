@@ -5,11 +5,12 @@ A site tensor is ``S[l, p, a, r]``: left bond l, physical (Liouville) index p
 none) and right bond r. The chain state is the contraction of the sites over
 their bonds. No physics, no configuration: arrays on the backend proxy.
 
-Two-site update (:func:`two_site_update`): the two sites are first split so
-that the gate only meets the part that carries the physical legs,
-``left = q_l r_l`` over (l, a) | (p, r) and ``right = r_r q_r`` over
-(l', p') | (a', r'), each an SVD truncated with ``epsrel`` where it makes the
-part smaller (else the part is the site itself); then
+Two-site update (:func:`two_site_update`): a site with an augmented leg
+(a > 1) is first split so that the gate only meets the part that carries the
+physical legs, ``left = q_l r_l`` over (l, a) | (p, r) and ``right = r_r q_r``
+over (l', p') | (a', r'), each an SVD truncated with ``epsrel`` (a site
+without one is its own part: the rule depends on the leg alone, so that every
+engine splits the same sites); then
 ``theta[k, p, p', j] = r_l r_r`` has the gate applied and is split by a
 truncated SVD (:func:`nonmarkov.kernels.truncation.truncated_svd`, the
 library's epsrel rule). When the sites outside the pair are orthonormal
@@ -29,24 +30,24 @@ from .truncation import truncated_svd
 def split_left(site: Any, epsrel: float, max_rank: int | None) -> tuple[Any, Any]:
     """``site`` (l, p, a, r) as q (l, a, k) times r (k, p, r), k <= l a.
 
-    q is an isometry over (l, a) when the split is an SVD (taken where
-    l a > p r); else q is None and r is the site itself, (l a, p, r).
+    q is an isometry over (l, a) when the site has an augmented leg (a > 1);
+    else q is None and r is the site itself, (l, p, r).
     """
     lb, p, a, r = site.shape
     matrix = np.transpose(site, (0, 2, 1, 3)).reshape(lb * a, p * r)
-    if lb * a <= p * r:
-        return None, matrix.reshape(lb * a, p, r)
+    if a == 1:
+        return None, matrix.reshape(lb, p, r)
     u, s, vh = truncated_svd(matrix, epsrel, max_rank)
     return u.reshape(lb, a, -1), (s[:, None] * vh).reshape(-1, p, r)
 
 
 def split_right(site: Any, epsrel: float, max_rank: int | None) -> tuple[Any, Any]:
-    """``site`` (l, p, a, r) as r (l, p, k) times q (k, a, r), k <= a r; q None:
-    r is the site itself, (l, p, a r)."""
+    """``site`` (l, p, a, r) as r (l, p, k) times q (k, a, r), k <= a r, for a site
+    with an augmented leg (a > 1); else q is None and r the site itself, (l, p, r)."""
     lb, p, a, r = site.shape
     matrix = site.reshape(lb * p, a * r)
-    if a * r <= lb * p:
-        return matrix.reshape(lb, p, a * r), None
+    if a == 1:
+        return matrix.reshape(lb, p, r), None
     u, s, vh = truncated_svd(matrix, epsrel, max_rank)
     return (u * s[None, :]).reshape(lb, p, -1), vh.reshape(-1, a, r)
 
