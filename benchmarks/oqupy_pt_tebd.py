@@ -18,11 +18,18 @@ OQuPy-compatible API (``--library nonmarkov``):
   order 2, TEBD epsrel ``--epsrel`` (the example's 1e-5).
 
 The process tensor is computed once (timed as ``pt_build``) and used for
-every bathed site; ``pt_tebd`` times ``PtTebd(...).compute``.
+every bathed site; ``pt_tebd`` times ``PtTebd(...).compute``. ``--save-pt
+FILE`` writes it (its untransformed MPO tensors, OQuPy's layout, ``.npz``),
+``--load-pt FILE`` reads such a file into the library's ``SimpleProcessTensor``
+instead of computing one, so that both codes can run PT-TEBD with the very
+same process tensor (only for baths whose coupling is diagonal: no basis
+change). ``--pt-only`` stops after the process tensor.
 ``--parallel multithread|multiprocess`` passes OQuPy's ``backend_config``
-(ignored, with a warning, by nonmarkov). The JSON record: library, version,
-parameters, wall times, the largest chain bond per step, the norm per step
-and every site's states (real and imaginary parts) per step::
+(ignored, with a warning, by nonmarkov); OQuPy 0.5.0 uses
+``concurrent.futures`` there without importing it, so this script imports it.
+The JSON record: library, version, parameters, wall times, the largest chain
+bond per step, the norm per step and every site's states (real and imaginary
+parts) per step::
 
     python oqupy_pt_tebd.py --library oqupy --problem paper --baths 2 --json out.json
 """
@@ -30,6 +37,7 @@ and every site's states (real and imaginary parts) per step::
 from __future__ import annotations
 
 import argparse
+import concurrent.futures  # noqa: F401  OQuPy 0.5.0's 'parallel' option uses it unimported
 import importlib
 import json
 import platform
@@ -104,6 +112,27 @@ def build(lib, problem: str, sites: int, baths: int, alpha: float, pt_epsrel: fl
     return chain, mps, dt, steps, bathed, make_pt
 
 
+def save_pt(pt, path: str) -> None:
+    """The untransformed MPO tensors (b, b', d^2, d^2) of ``pt`` to ``path`` (.npz)."""
+    if pt.transform_in is not None and not np.allclose(pt.transform_in, np.eye(4)):
+        raise ValueError("--save-pt: only process tensors without a basis change")
+    tensors = {f"step{k}": pt.get_mpo_tensor(k, transformed=False) for k in range(len(pt))}
+    np.savez(path, dt=pt.dt, steps=len(pt), **tensors)
+
+
+def load_pt(lib, path: str, dt: float):
+    """A ``SimpleProcessTensor`` of ``lib`` from a file of :func:`save_pt`."""
+    data = np.load(path)
+    if abs(float(data["dt"]) - dt) > 1e-12:
+        raise ValueError(f"{path} has dt = {float(data['dt'])}, the problem {dt}")
+    pt = lib.SimpleProcessTensor(2, dt)
+    for k in range(int(data["steps"])):
+        pt.set_mpo_tensor(k, data[f"step{k}"])
+    if hasattr(pt, "compute_caps"):
+        pt.compute_caps()
+    return pt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--library", choices=["oqupy", "nonmarkov"], required=True)
@@ -118,6 +147,9 @@ def main() -> None:
     parser.add_argument(
         "--parallel", choices=["none", "multithread", "multiprocess"], default="none"
     )
+    parser.add_argument("--save-pt", default=None, help="write the process tensor (.npz)")
+    parser.add_argument("--load-pt", default=None, help="read the process tensor (.npz)")
+    parser.add_argument("--pt-only", action="store_true", help="stop after the process tensor")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     settings = dict(DEFAULTS[args.problem])
@@ -139,8 +171,20 @@ def main() -> None:
     )
     steps = steps if args.steps is None else args.steps
     start = time.perf_counter()
-    pt = make_pt() if bathed else None
+    if args.load_pt:
+        pt = load_pt(lib, args.load_pt, dt)
+    else:
+        pt = make_pt() if bathed or args.save_pt else None
     pt_build_s = time.perf_counter() - start
+    if args.save_pt:
+        save_pt(pt, args.save_pt)
+    if args.pt_only:
+        record = {"library": args.library, "wall_time_s": {"pt_build": pt_build_s}}
+        record["pt_bond"] = int(np.max(pt.get_bond_dimensions()))
+        with open(args.json, "w") as handle:
+            json.dump(record, handle)
+        return
+    pt = pt if bathed else None
     pts = [pt if n in bathed else None for n in range(settings["sites"])]
     parameters = lib.PtTebdParameters(dt=dt, order=args.order, epsrel=settings["epsrel"])
     config = None if args.parallel == "none" else {"parallel": args.parallel}

@@ -58,7 +58,7 @@ def join_left(q: Any, part: Any, shape: tuple[int, int, int, int]) -> Any:
     if q is None:
         merged = part.reshape(lb, a, p, -1)
     else:
-        merged = np.einsum("lak,kpc->lapc", q, part)
+        merged = np.tensordot(q, part, axes=([2], [0]))
     return np.transpose(merged, (0, 2, 1, 3))
 
 
@@ -67,7 +67,7 @@ def join_right(part: Any, q: Any, shape: tuple[int, int, int, int]) -> Any:
     _, p, a, r = shape
     if q is None:
         return part.reshape(part.shape[0], p, a, r)
-    return np.einsum("cpk,kar->cpar", part, q)
+    return np.tensordot(part, q, axes=([2], [0]))
 
 
 def two_site_update(
@@ -91,8 +91,8 @@ def two_site_update(
     r_r, q_r = split_right(right, epsrel, max_rank)
     k, p, _ = r_l.shape
     _, p2, j = r_r.shape
-    theta = np.einsum("kpm,mqj->kpqj", r_l, r_r).reshape(k, p * p2, j)
-    theta = np.einsum("xy,kyj->kxj", gate, theta).reshape(k * p, p2 * j)
+    theta = (r_l.reshape(k * p, -1) @ r_r.reshape(-1, p2 * j)).reshape(k, p * p2, j)
+    theta = np.matmul(gate, theta).reshape(k * p, p2 * j)  # the gate on each (k, ., j)
     u, s, vh = truncated_svd(theta, epsrel, max_rank)
     norm = np.linalg.norm(s)
     s = s / norm
@@ -125,7 +125,7 @@ def orthonormalise_left(previous: Any, site: Any) -> tuple[Any, Any]:
 
 def apply_site_map(site: Any, superoperator: Any) -> Any:
     """``superoperator`` (p', p) applied to the physical leg of ``site`` (l, p, a, r)."""
-    return np.einsum("xp,lpar->lxar", superoperator, site)
+    return np.transpose(np.tensordot(superoperator, site, axes=([1], [1])), (1, 0, 2, 3))
 
 
 def apply_process_step(
@@ -135,14 +135,17 @@ def apply_process_step(
     ``tensor`` T[a, a', c] on the augmented leg (class c of each Liouville
     index), the basis change out. Returns (l, p, a', r)."""
     site = apply_site_map(site, transform_in)
-    expanded = tensor[:, :, classes]  # (a, a', p)
-    site = np.einsum("lpar,abp->lpbr", site, expanded)
+    lb, p, a, r = site.shape
+    expanded = np.transpose(tensor[:, :, classes], (2, 0, 1))  # (p, a, a')
+    moved = np.transpose(site, (1, 0, 3, 2)).reshape(p, lb * r, a)
+    site = np.matmul(moved, expanded).reshape(p, lb, r, -1)  # one matrix per p
+    site = np.transpose(site, (1, 0, 3, 2))
     return apply_site_map(site, transform_out)
 
 
 def capped_sites(sites: Sequence[Any], caps: Sequence[Any]) -> list[Any]:
     """Each site (l, p, a, r) with its augmented leg closed by its cap (a,): (l, p, r)."""
-    return [np.einsum("lpar,a->lpr", site, cap) for site, cap in zip(sites, caps)]
+    return [np.tensordot(site, cap, axes=([2], [0])) for site, cap in zip(sites, caps)]
 
 
 def environments(transfers: Sequence[Any]) -> tuple[list[Any], list[Any]]:
