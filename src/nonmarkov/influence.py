@@ -42,6 +42,7 @@ import math
 import numpy as default_np
 
 from .model.bath import Bath
+from .model.correlations import CustomSD
 
 #: a length within this fraction of a step of a whole number of steps counts as whole
 _WHOLE_STEP_TOLERANCE = 1e-9
@@ -252,3 +253,60 @@ def _distinct_differences(
             rows[c] = len(values)
             values.append(float(value))
     return rows, default_np.array(values)
+
+
+class ImaginaryTimeInfluence:
+    """The influence of a thermal bath on the imaginary-time grid of a Gibbs state.
+
+    The mean-force state Tr_B exp(-beta H) / Z_B is a path integral over
+    imaginary time tau in [0, beta], beta = 1/T, cut into ``n_steps`` steps of
+    delta = beta / n_steps. A path visits one eigenvalue s_k of S per step; the
+    bath weighs it by exp(sum_{k >= k'} eta_{k-k'} s_k s_k') with the integrals
+    of the imaginary-time correlation C_M over the triangle (eta_0) and the
+    squares (eta_j, j >= 1) of the grid: real, positive and symmetric,
+    eta_j = eta_{n_steps - j} (C_M is beta-periodic and even). They tile the
+    triangle 0 <= tau'' <= tau' <= beta exactly, so a constant path gets
+    exp(beta lambda s^2), lambda = int J(w) / w dw.
+
+    The weights depend on a point only through its eigenvalue: the m distinct
+    eigenvalues of S are the classes. Parameters: ``bath`` (a spectral density
+    at T > 0), ``n_steps`` (>= 2), ``epsrel``/``subdiv_limit`` of the integrals.
+    """
+
+    def __init__(self, bath: Bath, n_steps: int, epsrel: float = 2**-26, subdiv_limit: int = 256):
+        correlations = bath.correlations
+        if not isinstance(correlations, CustomSD) or correlations.temperature <= 0.0:
+            raise ValueError("imaginary-time influence needs a spectral density at T > 0")
+        self.bath = bath
+        self.n_steps = n_steps
+        self.delta = 1.0 / (correlations.temperature * n_steps)
+        self.epsrel = epsrel
+        self.subdiv_limit = subdiv_limit
+        eigenvalues = bath.coupling_eigenvalues
+        self.values, self.classes = default_np.unique(eigenvalues, return_inverse=True)
+        self.num_classes = len(self.values)
+        self._eta: dict[int, float] = {}
+
+    def eta(self, lag: int) -> float:
+        """eta_lag (real), 0 <= lag < n_steps."""
+        lag = min(lag, self.n_steps - lag) if lag > 0 else 0
+        if lag not in self._eta:
+            shape = "upper-triangle" if lag == 0 else "square"
+            value = self.bath.correlations.correlation_2d_integral(
+                self.delta,
+                lag * self.delta,
+                shape=shape,
+                epsrel=self.epsrel,
+                subdiv_limit=self.subdiv_limit,
+                matsubara=True,
+            )
+            self._eta[lag] = float(default_np.real(value))
+        return self._eta[lag]
+
+    def own_factor(self) -> default_np.ndarray:
+        """exp(eta_0 s_c^2) per class, (m,)."""
+        return default_np.exp(self.eta(0) * self.values**2)
+
+    def lag_matrix(self, lag: int) -> default_np.ndarray:
+        """exp(eta_lag s_c s_c') (m, m), lag >= 1: symmetric, one row per class."""
+        return default_np.exp(self.eta(lag) * default_np.outer(self.values, self.values))

@@ -123,6 +123,52 @@ class TempoParameters:
     __repr__ = __str__
 
 
+class GibbsParameters:
+    """Parameters of Gibbs TEMPO (the mean-force Gibbs state in imaginary time).
+
+    Parameters
+    ----------
+    n_steps : number of imaginary-time steps (integer >= 2) over [0, 1/T].
+    epsrel : SVD truncation tolerance in (0, 1], as in :class:`TempoParameters`.
+    name, description : optional text.
+    """
+
+    def __init__(
+        self,
+        n_steps: int,
+        epsrel: float,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        self._n_steps = check.positive_integer(n_steps, "n_steps", minimum=2)
+        epsrel = check.real_number(epsrel, "epsrel")
+        if not 0.0 < epsrel <= 1.0:
+            raise ValueError(f"epsrel must lie in (0, 1]; got {epsrel}")
+        self._epsrel = epsrel
+        self.name = "Unnamed GibbsParameters" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+
+    @property
+    def n_steps(self) -> int:
+        """Number of imaginary-time steps."""
+        return self._n_steps
+
+    @property
+    def epsrel(self) -> float:
+        """SVD truncation tolerance."""
+        return self._epsrel
+
+    def time_step_length(self, temperature: float) -> float:
+        """The imaginary-time step 1 / (T n_steps) at ``temperature`` T > 0."""
+        temperature = check.positive_number(temperature, "temperature")
+        return 1.0 / (temperature * self._n_steps)
+
+    def __str__(self) -> str:
+        return f"GibbsParameters(n_steps={self.n_steps}, epsrel={self.epsrel})"
+
+    __repr__ = __str__
+
+
 def _memory_time(bath: Bath, tolerance: float) -> float:
     """Time after which |C(tau)| stays below ``tolerance`` * |C(0)|."""
     if float(default_np.max(default_np.abs(bath.coupling_eigenvalues))) == 0.0:
