@@ -12,6 +12,7 @@ paths scripts import, re-exporting the real code.
 from . import backends as backends
 from . import bath as bath
 from . import bath_correlations as bath_correlations
+from . import bath_dynamics as bath_dynamics
 from . import control as control
 from . import correlations as correlations
 from . import dynamics as dynamics
@@ -30,9 +31,12 @@ from .io.results import Dynamics as Dynamics
 from .io.results import MeanFieldDynamics as MeanFieldDynamics
 from .io.results import import_dynamics as import_dynamics
 from .io.results import import_mean_field_dynamics as import_mean_field_dynamics
+from .methods.bath_dynamics import TwoTimeBathCorrelations as TwoTimeBathCorrelations
 from .methods.correlations import compute_correlations as compute_correlations
 from .methods.correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.dynamics import compute_dynamics as compute_dynamics
+from .methods.gibbs import GibbsTempo as GibbsTempo
+from .methods.gibbs import gibbs_tempo_compute as gibbs_tempo_compute
 from .methods.mean_field import MeanFieldTempo as MeanFieldTempo
 from .methods.mean_field import compute_dynamics_with_field as compute_dynamics_with_field
 from .methods.pt_construction import pt_tempo_compute as pt_tempo_compute
@@ -54,6 +58,7 @@ from .model.control import Control as Control
 from .model.correlations import CustomCorrelations as CustomCorrelations
 from .model.correlations import CustomSD as CustomSD
 from .model.correlations import PowerLawSD as PowerLawSD
+from .model.parameters import GibbsParameters as GibbsParameters
 from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters
 from .model.system import MeanFieldSystem as MeanFieldSystem
@@ -78,6 +83,8 @@ __all__ = [
     "Dynamics",
     "EngineOptions",
     "FileProcessTensor",
+    "GibbsParameters",
+    "GibbsTempo",
     "MeanFieldDynamics",
     "MeanFieldSystem",
     "MeanFieldTempo",
@@ -93,11 +100,13 @@ __all__ = [
     "TimeDependentSystem",
     "TimeDependentSystemWithField",
     "TrivialProcessTensor",
+    "TwoTimeBathCorrelations",
     "UniformProcessTensor",
     "__version__",
     "backends",
     "bath",
     "bath_correlations",
+    "bath_dynamics",
     "compute_correlations",
     "compute_correlations_nt",
     "compute_dynamics",
@@ -107,6 +116,7 @@ __all__ = [
     "control",
     "correlations",
     "dynamics",
+    "gibbs_tempo_compute",
     "guess_tempo_parameters",
     "helpers",
     "import_dynamics",

@@ -23,6 +23,13 @@ from __future__ import annotations
 
 import os
 
+import numpy
+
+#: OQuPy's names of the default dtypes (``oqupy.config.NpDtype``), for its scripts;
+#: the library itself takes its dtypes from the backend proxy (``np.dtype_complex``)
+NpDtype = numpy.complex128
+NpDtypeReal = numpy.float64
+
 VALID_BACKENDS = ("numpy", "jax")
 VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "silent")
