@@ -4,7 +4,7 @@ Public API, compatible in names and argument names with OQuPy 0.5, so that
 ``import nonmarkov as oqupy`` runs an existing script. The package is layered
 (docs/ARCHITECTURE.md): ``model`` -> ``influence`` -> ``methods`` -> ``engines``
 -> results; the modules ``operators``, ``system``, ``bath``, ``correlations``,
-``bath_correlations``, ``control``, ``tempo``, ``pt_tempo``, ``process_tensor``,
+``bath_correlations``, ``bath_dynamics``, ``control``, ``tempo``, ``pt_tempo``, ``process_tensor``,
 ``dynamics``, ``system_dynamics``, ``helpers`` and ``version`` are the module
 paths scripts import, re-exporting the real code.
 """
