@@ -42,9 +42,9 @@ FREQUENCIES = np.arange(1.0, 3.0, 0.05)
 BAND = 0.1
 
 
-def gibbs(lib, n_steps: int, epsrel: float) -> dict:
+def gibbs(lib, n_steps: int, epsrel: float, cutoff_type: str) -> dict:
     system = lib.System(0.5 * lib.operators.sigma("x") + 0.2 * lib.operators.sigma("z"))
-    correlations = lib.PowerLawSD(0.2, 1.0, 5.0, "exponential", temperature=0.5)
+    correlations = lib.PowerLawSD(0.2, 1.0, 5.0, cutoff_type, temperature=0.5)
     bath = lib.Bath(0.5 * lib.operators.sigma("z"), correlations)
     start = time.perf_counter()
     tempo = lib.GibbsTempo(system, bath, lib.GibbsParameters(n_steps, epsrel))
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--library", choices=["oqupy", "nonmarkov"], required=True)
     parser.add_argument("--problem", choices=["gibbs", "bath"], required=True)
     parser.add_argument("--n-steps", type=int, default=40)
+    parser.add_argument("--cutoff-type", default="exponential", help="gibbs: the bath's cutoff")
     parser.add_argument("--epsrel", type=float, default=None)
     parser.add_argument("--dt", type=float, default=0.125)
     parser.add_argument("--steps", type=int, default=256)
@@ -102,8 +103,12 @@ def main() -> None:
     lib = importlib.import_module(arguments.library)
     if arguments.problem == "gibbs":
         epsrel = 1e-10 if arguments.epsrel is None else arguments.epsrel
-        record = gibbs(lib, arguments.n_steps, epsrel)
-        record["parameters"] = {"n_steps": arguments.n_steps, "epsrel": epsrel}
+        record = gibbs(lib, arguments.n_steps, epsrel, arguments.cutoff_type)
+        record["parameters"] = {
+            "n_steps": arguments.n_steps,
+            "epsrel": epsrel,
+            "cutoff_type": arguments.cutoff_type,
+        }
     else:
         epsrel = 2.0**-15 if arguments.epsrel is None else arguments.epsrel
         record = bath_dynamics(lib, arguments.dt, arguments.steps, epsrel)

@@ -13,7 +13,9 @@ References, computed here independently of the library:
   computed here from the system correlations and the bath correlation function. The
   drift is a discretisation error of second order in dt.
 
-NumPy against JAX: on JAX the run is repeated under ``use_backend("numpy")``.
+The process tensors are built on NumPy (their JAX build is tested in test_pt_tempo.py);
+the system correlations and everything after run on the session backend. NumPy against
+JAX: on JAX the whole run is repeated under ``use_backend("numpy")``.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ TEMPERATURE = 0.7
 def independent_boson(dt=0.1, steps=30, temperature=TEMPERATURE):
     bath = nm.Bath(PROJECTOR, nm.PowerLawSD(0.1, 1.0, 3.0, temperature=temperature))
     system = nm.System(0.8 * SZ)
-    pt = nm.pt_tempo_compute(
-        bath, 0.0, dt * steps, nm.TempoParameters(dt=dt, epsrel=1e-10), **SILENT
-    )
+    with backends.use_backend("numpy"):  # the PT build runs on JAX in test_pt_tempo.py
+        pt = nm.pt_tempo_compute(
+            bath, 0.0, dt * steps, nm.TempoParameters(dt=dt, epsrel=1e-10), **SILENT
+        )
     return system, bath, pt
 
 
@@ -99,7 +102,8 @@ def biased_spin_boson_energies(dt, end=2.0):
     system = nm.System(hamiltonian)
     rho0 = np.diag([0.0, 1.0]).astype(complex)
     steps = int(round(end / dt))
-    pt = nm.pt_tempo_compute(bath, 0.0, end, nm.TempoParameters(dt=dt, epsrel=1e-8), **SILENT)
+    with backends.use_backend("numpy"):  # the PT build runs on JAX in test_pt_tempo.py
+        pt = nm.pt_tempo_compute(bath, 0.0, end, nm.TempoParameters(dt=dt, epsrel=1e-8), **SILENT)
     _, system_energy = nm.compute_dynamics(
         system, initial_state=rho0, process_tensor=pt, **SILENT
     ).expectations(hamiltonian, real=True)
