@@ -41,6 +41,7 @@ import math
 
 import numpy as default_np
 
+from . import validation
 from .model.bath import Bath
 from .model.correlations import CustomSD
 
@@ -74,7 +75,7 @@ class DiscretisedInfluence:
     ):
         self.bath = bath
         self.dt = dt
-        self.unique = bool(unique)
+        self.unique = validation.boolean(unique, "unique")
         self.add_correlation_time = add_correlation_time
         self.last_lag = last_lag
         self.epsrel = epsrel

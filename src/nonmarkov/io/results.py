@@ -103,7 +103,7 @@ class Dynamics:
         else:
             matrix = check.square_matrix(operator, "operator", states.shape[1])
             values = default_np.einsum("ij,nji->n", matrix, states)
-        return self.times, (values.real if real else values)
+        return self.times, (values.real if check.boolean(real, "real") else values)
 
     def export(self, filename: str, overwrite: bool = False) -> None:
         """Write the dynamics to ``filename`` (``.npz``, or ``.h5``/``.hdf5``).
@@ -137,6 +137,7 @@ def _write(filename: str, overwrite: bool, arrays: dict[str, Any], text: dict[st
     """``arrays`` and ``text`` into ``filename`` (``.npz`` or ``.h5``/``.hdf5``): the
     file appears only when complete."""
     filename = os.fspath(filename)
+    overwrite = check.boolean(overwrite, "overwrite")
     if os.path.exists(filename) and not overwrite:
         raise FileExistsError(f"{filename} exists; pass overwrite=True to replace it")
     extension = os.path.splitext(filename)[1].lower()

@@ -12,6 +12,7 @@ import uuid
 import warnings
 from typing import Any
 
+from .. import validation
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, check_bath_interval
 from ..model.system import BaseSystem, TimeDependentSystemWithField
@@ -122,6 +123,7 @@ def pt_interval(bath: Any, start_time: Any, end_time: Any, dt: float) -> tuple[f
 
 def process_tensor_file(process_tensor_file: Any, overwrite: bool) -> str | None:
     """None, or the checked target filename (True: an automatic name)."""
+    overwrite = validation.boolean(overwrite, "overwrite")
     if process_tensor_file is None or process_tensor_file is False:
         return None
     if process_tensor_file is True:

@@ -197,6 +197,7 @@ def compute_dynamics(
 
     Returns a :class:`Dynamics` with times start_time + k dt.
     """
+    record_all = check.boolean(record_all, "record_all")
     process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
         system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
     )

@@ -346,6 +346,7 @@ def compute_steady_state(
     tiny anti-Hermitian part).
     """
     _check_uniform(system, uniform_pt)
+    hermitian = check.boolean(hermitian, "hermitian")
     if not isinstance(system, System):
         raise TypeError(
             f"system must be a time-independent System for a steady state; "

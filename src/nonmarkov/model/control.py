@@ -83,14 +83,15 @@ class Control:
         ``post=True``: after (see the class docstring).
         """
         operator = check.square_matrix(control_operation, "control_operation", self.dimension**2)
+        post = check.boolean(post, "post")
         if isinstance(time, bool):
             raise TypeError("time must be a step (int) or a time (float); got a bool")
         if isinstance(time, (int, default_np.integer)):
             step = check.positive_integer(time, "step", minimum=0)
-            self._steps.setdefault((step, bool(post)), []).append(operator)
+            self._steps.setdefault((step, post), []).append(operator)
         elif isinstance(time, numbers.Real):
             value = check.real_number(time, "time")
-            self._times.append((value, bool(post), operator))
+            self._times.append((value, post, operator))
             self._time_index = None
         else:
             raise TypeError(f"time must be a step (int) or a time (float); got {time!r}")
@@ -110,7 +111,7 @@ class Control:
                 f"control_fct must be a function of the time t returning a (d^2, d^2) "
                 f"superoperator; got {type(control_fct).__name__}"
             )
-        self._continuous[bool(post)].append(control_fct)
+        self._continuous[check.boolean(post, "post")].append(control_fct)
 
     def _continuous_value(self, function: Callable[[float], Any], t: float) -> default_np.ndarray:
         """``function(t)`` checked: a finite (d^2, d^2) complex array."""
@@ -147,7 +148,7 @@ class Control:
         controls on the grid; without ``dt`` only step controls can be placed.
         """
         step = check.positive_integer(step, "step", minimum=0)
-        post = bool(post)
+        post = check.boolean(post, "post")
         continuous = self._continuous[post]
         if dt is None:
             if self._times or continuous:

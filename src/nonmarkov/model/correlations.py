@@ -28,6 +28,7 @@ import scipy.integrate
 
 from .. import config
 from .. import validation as check
+from . import guards
 
 CUTOFF_TYPES = ("exponential", "gaussian", "hard")
 SHAPES = ("square", "upper-triangle", "lower-triangle", "rectangle")
@@ -179,12 +180,11 @@ class BaseCorrelations:
                 )
         if delta == 0.0:
             return 0.0j
-        key = (delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara))
+        matsubara = check.boolean(matsubara, "matsubara")
+        key = (delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara)
         if key not in self._cache:
             self._cache[key] = complex(
-                self._region_integral(
-                    delta, time_1, time_2, shape, epsrel, subdiv_limit, bool(matsubara)
-                )
+                self._region_integral(delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara)
             )
         return self._cache[key]
 
@@ -228,19 +228,15 @@ class CustomCorrelations(BaseCorrelations):
     ):
         if not callable(correlation_function):
             raise TypeError("correlation_function must be a callable tau -> complex")
-        try:
-            value = complex(correlation_function(0.0))
-        except Exception as error:  # noqa: BLE001 - re-raised with context
-            raise ValueError(f"correlation_function(0.0) failed: {error}") from error
-        if not math.isfinite(abs(value)):
-            raise ValueError("correlation_function(0.0) is not finite")
-        super().__init__(name, description)
         self.correlation_function = correlation_function
+        self._scalar(0.0)
+        super().__init__(name, description)
 
     def _scalar(self, tau: float) -> complex:
-        if tau >= 0:
-            return complex(self.correlation_function(tau))
-        return complex(self.correlation_function(-tau)).conjugate()
+        """C(tau) for one float tau (C(-tau) = C(tau)^*), checked finite."""
+        label = f"correlation_function({abs(tau)!r})"
+        value = guards.complex_value(guards.call(self.correlation_function, label, abs(tau)), label)
+        return value if tau >= 0 else value.conjugate()
 
     def correlation(
         self,
@@ -352,7 +348,8 @@ class CustomSD(BaseCorrelations):
         """J(w) for a scalar or array of frequencies (0 for w <= 0)."""
         omega_array = default_np.asarray(omega, dtype=float)
         positive = default_np.where(omega_array > 0, omega_array, 1.0)
-        values = default_np.asarray(self.j_function(positive), dtype=float)
+        raw = guards.call(self.j_function, "j_function(w)", positive)
+        values = guards.real_array(raw, "j_function({})", positive, non_negative=True)
         values = values * self._cutoff_function(positive)
         values = default_np.where(omega_array > 0, values, 0.0)
         return values if values.ndim else float(values)
@@ -371,7 +368,11 @@ class CustomSD(BaseCorrelations):
         return float(self._j_scalar(omega)) * cutoff
 
     def _j_scalar(self, omega: float) -> float:
-        return float(self.j_function(omega))
+        """j_function(w) for one float w, checked real, finite and >= 0."""
+        label = f"j_function({omega!r})"
+        return guards.real_value(
+            guards.call(self.j_function, label, omega), label, non_negative=True
+        )
 
     def _coth_scalar(self, omega: float) -> float:
         """coth(w / 2T) for one float w > 0; 1 at T = 0."""

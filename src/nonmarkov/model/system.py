@@ -22,6 +22,7 @@ import scipy.linalg
 
 from .. import config
 from .. import validation as check
+from . import guards
 from .operators import commutator, lindblad_dissipator
 
 PropagatorPair = tuple[default_np.ndarray, default_np.ndarray]
@@ -272,13 +273,14 @@ class TimeDependentSystem(BaseSystem):
 
     def _scalar_liouvillian(self, t: float) -> default_np.ndarray:
         """L(t) for one float t, calling the user's functions directly."""
+        label = f"hamiltonian({t!r})"
         return _fast_liouvillian(
-            self._raw_hamiltonian(t),
+            guards.call(self._raw_hamiltonian, label, t),
             self._raw_gammas,
             self._raw_lindblad_operators,
             t,
             self.dimension,
-            f"hamiltonian({t})",
+            label,
         )
 
     def _half_step(
@@ -320,26 +322,24 @@ def _fast_liouvillian(
     d: int,
     label: str,
 ) -> default_np.ndarray:
-    """L at time ``t`` from H(t) and the user's rate and operator functions.
+    """L at time ``t`` from H(t) (the value, named ``label``) and the user's rate and
+    operator functions, each value checked (:mod:`.guards`: finite, H Hermitian,
+    rates real and >= 0).
 
     The quadratures evaluate L dozens of times per half step; this builds the
     same superoperators as ``commutator`` and ``lindblad_dissipator`` without
-    their per-call checks.
+    their input conversions.
     """
-    hamiltonian = default_np.asarray(hamiltonian, dtype=complex)
-    if hamiltonian.shape != (d, d):
-        raise ValueError(f"{label} returned shape {hamiltonian.shape}, expected {(d, d)}")
+    hamiltonian = guards.matrix(hamiltonian, label, d, hermitian=True)
     identity = default_np.identity(d)
     generator = -1j * (_kron(hamiltonian, identity) - _kron(identity, hamiltonian.T))
-    for gamma, op in zip(gammas, lindblad_operators):
-        rate = float(gamma(t))
-        if rate < 0:
-            raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
+    for i, (gamma, op) in enumerate(zip(gammas, lindblad_operators)):
+        rate_label = f"gammas[{i}]({t!r})"
+        rate = guards.real_value(guards.call(gamma, rate_label, t), rate_label, non_negative=True)
         if rate == 0.0:
             continue
-        a = default_np.asarray(op(t), dtype=complex)
-        if a.shape != (d, d):
-            raise ValueError(f"a Lindblad operator at t={t} has shape {a.shape}, expected {(d, d)}")
+        op_label = f"lindblad_operators[{i}]({t!r})"
+        a = guards.matrix(guards.call(op, op_label, t), op_label, d, hermitian=False)
         ada = a.conj().T @ a
         generator = generator + rate * (
             _kron(a, a.conj()) - 0.5 * (_kron(ada, identity) + _kron(identity, ada.T))
@@ -454,13 +454,14 @@ class TimeDependentSystemWithField(BaseSystem):
         """L at time ``t`` >= ``t0`` with the field linear from its value ``field``
         and derivative ``field_derivative`` at ``t0``; (d^2, d^2)."""
         value = complex(field) + complex(field_derivative) * (float(t) - float(t0))
+        label = f"hamiltonian({float(t)!r}, {value})"
         return _fast_liouvillian(
-            self._raw_hamiltonian(float(t), value),
+            guards.call(self._raw_hamiltonian, label, float(t), value),
             self._raw_gammas,
             self._raw_lindblad_operators,
             float(t),
             self.dimension,
-            f"hamiltonian({t}, {value})",
+            label,
         )
 
     def get_propagators(  # type: ignore[override]

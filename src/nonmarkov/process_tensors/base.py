@@ -270,6 +270,7 @@ class BaseProcessTensor:
         transform_out[s', a]``; ``transformed=False`` gives the tensor in the
         process tensor's basis, diagonal: ``M[b, b', a, a] = T[b, b', classes[a]]``.
         """
+        transformed = check.boolean(transformed, "transformed")
         tensor, classes = self.get_step_tensor(step)
         if transformed and not (self._transform_in is None and self._transform_out is None):
             return transform_mpo_tensor(tensor, classes, self.transform_in, self.transform_out)

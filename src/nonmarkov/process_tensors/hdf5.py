@@ -75,8 +75,7 @@ def check_metadata(metadata: Any) -> dict:
 def check_target(filename: Any, overwrite: bool) -> str:
     """Check a target of :func:`write_file` before anything is written; return it as str."""
     filename = check_filename(filename)
-    if not isinstance(overwrite, bool):
-        raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
+    overwrite = check.boolean(overwrite, "overwrite")
     if os.path.exists(filename) and not overwrite:
         raise FileExistsError(f"{filename!r} exists; pass overwrite=True to replace it")
     return filename
