@@ -383,6 +383,8 @@ class PtTebd:
         self._check_control(chain_control, dims)
         self._chain_control = chain_control
         self._dynamics_sites = _dynamics_sites(dynamics_sites, n)
+        self.name = "Unnamed PtTebd"
+        self.description = ""
         self._initial = initial_augmented_mps
         self._system_chain = system_chain
         self._parameters = parameters
