@@ -6,7 +6,11 @@
   where it happened, at whatever time it is evaluated (not only at t = 0); no NaN
   reaches a quadrature;
 - booleans are booleans: a string or a number where True/False is asked is a
-  TypeError naming the argument, in every public function.
+  TypeError naming the argument, in every public function;
+- lists are lists (``gammas=0.1`` says so), silent adjustments are warned
+  (``tcut`` < dt / 2), controls outside a run are warned, not silently dropped;
+- numerical breakdown: a state that stops being finite is an error naming the step
+  and time, a propagator that overflows is an error, a trace that drifts is a warning.
 """
 
 from __future__ import annotations
@@ -154,3 +158,58 @@ def test_booleans_are_booleans(call, value, tmp_path, monkeypatch):
     name = call.split("/")[0]
     with pytest.raises(TypeError, match=f"{name} must be True or False"):
         BOOLEAN_CALLS[call](value)
+
+
+# -- lists, silent adjustments, controls outside the run ---------------------------------
+
+
+def test_lists_of_lindblad_terms_must_be_lists():
+    with pytest.raises(TypeError, match="gammas must be a list of rates"):
+        nm.System(0.5 * SX, gammas=0.1, lindblad_operators=[SZ])
+    with pytest.raises(TypeError, match="lindblad_operators must be a list of"):
+        nm.System(0.5 * SX, gammas=[0.1], lindblad_operators=SZ)
+    with pytest.raises(TypeError, match="gammas must be a list of rates"):
+        nm.TimeDependentSystem(lambda t: 0.5 * SX, gammas=lambda t: 0.1, lindblad_operators=[])
+
+
+def test_a_memory_cut_shorter_than_a_step_is_warned():
+    with pytest.warns(UserWarning, match="dkmax=1"):
+        parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, tcut=0.01)
+    assert parameters.dkmax == 1
+
+
+def test_controls_outside_the_run_are_warned():
+    control = nm.Control(2, name="kicks")
+    control.add_single(3, np.eye(4))
+    control.add_single(12, np.eye(4), post=True)
+    control.add_single(-0.5, np.eye(4))
+    system = nm.System(0.5 * SX)
+    with pytest.warns(UserWarning, match=r"'kicks': step 12 \(post\), time -0.5 lie outside"):
+        nm.compute_dynamics(system, np.eye(2) / 2, dt=0.1, num_steps=10, control=control, **SILENT)
+
+
+# -- numerical breakdown: an error naming the step, never NaN results -------------------
+
+
+def test_a_state_that_overflows_is_an_error_naming_the_step():
+    control = nm.Control(2)
+    control.add_single(2, 1e200 * np.eye(4))
+    control.add_single(3, 1e200 * np.eye(4))
+    with np.errstate(all="ignore"):
+        with pytest.raises(ValueError, match=r"broke down at step 3 \(t = 0.3\)"):
+            nm.compute_dynamics(
+                nm.System(0.5 * SX), np.eye(2) / 2, dt=0.1, num_steps=5, control=control, **SILENT
+            )
+
+
+def test_a_propagator_that_overflows_is_an_error():
+    system = nm.System(0.5 * SX, gammas=[1e306], lindblad_operators=[SZ])
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="propagator .* not finite"):
+        run_tempo(system=system)
+
+
+def test_a_trace_that_drifts_is_warned():
+    pt = _pt()  # 3 steps; doubling a step tensor doubles the traced future: the trace is 2
+    pt.set_mpo_tensor(1, 2.0 * pt.get_mpo_tensor(1, transformed=False))
+    with pytest.warns(UserWarning, match=r"trace of the state at step 1 \(t = 0.1\) is 2"):
+        nm.compute_dynamics(nm.System(0.5 * SX), np.eye(2) / 2, process_tensor=pt, **SILENT)

@@ -12,6 +12,8 @@ import uuid
 import warnings
 from typing import Any
 
+import numpy
+
 from .. import validation
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, check_bath_interval
@@ -145,3 +147,41 @@ def process_tensor_file(process_tensor_file: Any, overwrite: bool) -> str | None
             f"process_tensor_file {filename!r} exists; pass overwrite=True to replace it"
         )
     return filename
+
+
+#: a state whose trace is further than this from 1 gets a warning (once per call)
+TRACE_WARNING_TOLERANCE = 0.1
+
+
+def finite_states(
+    states: Any, first_step: int, start_time: float, dt: float, method: str, trace: bool = True
+) -> None:
+    """Raise if a computed state (n, d, d) is not finite, naming its step and time and
+    the likely causes; if ``trace``, warn when a trace drifts from 1 by more than
+    ``TRACE_WARNING_TOLERANCE`` (a trace-preserving run keeps it to epsrel; controls
+    need not preserve it)."""
+    array = numpy.asarray(states)
+    if array.size == 0:
+        return
+    flat = array.reshape(array.shape[0], -1)
+    bad = ~numpy.all(numpy.isfinite(flat), axis=1)
+    if numpy.any(bad):
+        k = first_step + int(numpy.argmax(bad))
+        raise ValueError(
+            f"{method} broke down at step {k} (t = {start_time + k * dt:g}): the state has "
+            "NaN or infinite entries. Likely causes: a time step too large for the bath's "
+            "cutoff, an epsrel too loose, or a coupling too strong for the memory cut"
+        )
+    if not trace:
+        return
+    traces = numpy.trace(array, axis1=1, axis2=2)
+    drift = numpy.abs(traces - 1.0)
+    if numpy.any(drift > TRACE_WARNING_TOLERANCE):
+        k = first_step + int(numpy.argmax(drift > TRACE_WARNING_TOLERANCE))
+        warnings.warn(
+            f"{method}: the trace of the state at step {k} (t = {start_time + k * dt:g}) is "
+            f"{complex(traces[k - first_step]):.6g}; the result is suspicious (epsrel too "
+            "loose, dt too large, or Lindblad terms / controls that do not preserve the trace)",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -23,6 +23,7 @@ memory whole); on JAX one compiled scan where it applies.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -155,6 +156,15 @@ def check_dynamics_inputs(
                 f"has dimension {system.dimension}"
             )
     dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    missed = [] if control is None else control.outside(num_steps, dt, start_time)
+    if control is not None and missed:
+        warnings.warn(
+            f"control {control.name!r}: {', '.join(missed)} lie outside this run "
+            f"(steps 0..{num_steps}, times {start_time:g}..{start_time + num_steps * dt:g}) "
+            "and are not applied",
+            UserWarning,
+            stacklevel=3,
+        )
     return process_tensors, rho0, start_time, dt, num_steps, progress_type
 
 
@@ -222,6 +232,10 @@ def compute_dynamics(
             )
         )
     steps = range(1, num_steps + 1) if record_all else [num_steps] * min(num_steps, 1)
+    states = default_np.asarray(readouts).reshape(-1, d, d)
+    checks.finite_states(
+        states, steps[0] if len(steps) else 0, start_time, dt, "compute_dynamics", control is None
+    )
     for step, vector in zip(steps, readouts):
         dynamics.add(start_time + step * dt, default_np.asarray(vector).reshape(d, d))
     return dynamics

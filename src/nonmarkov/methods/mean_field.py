@@ -203,6 +203,10 @@ class MeanFieldTempo:
                         states.append(window.start(state, *halves))
                     else:
                         states.append(window.advance([halves])[0])
+                for i, state in enumerate(states):
+                    checks.finite_states(
+                        [state], step + 1, self._start_time, dt, f"MeanFieldTempo (system {i})"
+                    )
                 self._field = stepper.next(step, field, derivative, states)
                 self._states = states
                 self._step += 1
@@ -321,6 +325,15 @@ def compute_dynamics_with_field(
                 caps = [pt.cap(step) for pt in prepared[i]]
                 state = default_np.asarray(np.to_host(close_bonds(vectors[i], caps)))
                 next_recorded.append(state.reshape(member.dimension, member.dimension))
+            for i, state in enumerate(next_recorded):
+                checks.finite_states(
+                    [state],
+                    step + 1,
+                    start_time,
+                    dt,
+                    f"compute_dynamics_with_field (system {i})",
+                    controls[i] is None,
+                )
             field = stepper.next(step, field, derivative, next_recorded)
             recorded = next_recorded
             if record_all or step == num_steps - 1:

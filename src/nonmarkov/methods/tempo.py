@@ -203,7 +203,9 @@ class Tempo:
             while num_steps > 0:
                 count = min(self.engine.steps_per_call, num_steps)
                 halves = [self._propagators(self._step + k) for k in range(count)]
-                for k, state in enumerate(self._window.advance(halves)):
+                states = self._window.advance(halves)
+                check.finite_states(states, self._step + 1, self._start_time, dt, "TEMPO")
+                for k, state in enumerate(states):
                     self._dynamics.add(self._start_time + (self._step + k + 1) * dt, state)
                 self._step += count
                 num_steps -= count

@@ -39,7 +39,8 @@ class Control:
 
     Single controls (:meth:`add_single`) are given at a step (int) or at a
     time (float), the latter matched to the step round((time - start_time) /
-    dt); controls outside the grid are never applied. A continuous control
+    dt); controls outside the grid of a run are never applied, and the run
+    says so with a ``UserWarning`` (:meth:`outside`). A continuous control
     (:meth:`add_continuous`) acts at every step. Where several meet at one
     slot (one step, pre or post) they act one after another, the ones nearer
     the recorded state being the more specific:
@@ -137,6 +138,21 @@ class Control:
                 index.setdefault((slot, is_post), []).append(operator)
             self._time_index = (key, index)
         return self._time_index[1].get((step, post), [])
+
+    def outside(self, num_steps: int, dt: float, start_time: float = 0.0) -> list[str]:
+        """The single controls that a run of ``num_steps`` steps of ``dt`` from
+        ``start_time`` never applies (a step beyond ``num_steps``, a time off the grid
+        t_0..t_N by more than half a step), described for a message."""
+        missed = [
+            f"step {step}{' (post)' if post else ''}"
+            for (step, post) in sorted(self._steps)
+            if step > num_steps
+        ]
+        for time, post, _ in self._times:
+            slot = int(round((time - start_time) / dt))
+            if slot < 0 or slot > num_steps:
+                missed.append(f"time {time:g}{' (post)' if post else ''}")
+        return missed
 
     def combined(
         self, step: int, post: bool = False, dt: float | None = None, start_time: float = 0.0

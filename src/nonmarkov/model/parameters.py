@@ -23,7 +23,8 @@ class TempoParameters:
     epsrel : SVD truncation tolerance in (0, 1]: the smallest singular values
         are dropped while the norm of the dropped ones is <= epsrel * s_max.
     tcut : memory time; the bath memory is cut after ``round(tcut / dt)``
-        steps. Exclusive with ``dkmax``; neither means full memory.
+        steps (at least one, with a ``UserWarning`` if tcut < dt / 2).
+        Exclusive with ``dkmax``; neither means full memory.
     dkmax : memory cut in steps (integer >= 1).
     add_correlation_time : extra correlation time tau_a >= 0 (``math.inf``
         allowed) beyond the memory cut: a new point at t_k feels the bath
@@ -58,7 +59,15 @@ class TempoParameters:
             raise ValueError("give either tcut or dkmax (or neither, for full memory), not both")
         if tcut is not None:
             tcut = check.positive_number(tcut, "tcut")
-            dkmax = max(1, int(round(tcut / self._dt)))
+            dkmax = int(round(tcut / self._dt))
+            if dkmax < 1:
+                warnings.warn(
+                    f"tcut={tcut} is shorter than half a time step (dt={self._dt}): the "
+                    "memory is cut after one step (dkmax=1)",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                dkmax = 1
         elif dkmax is not None:
             dkmax = check.positive_integer(dkmax, "dkmax", minimum=1)
         self._dkmax = dkmax

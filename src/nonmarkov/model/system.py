@@ -64,9 +64,18 @@ class BaseSystem:
         return f"{type(self).__name__} {self.name!r} (dimension {self.dimension})"
 
 
+def _as_list(value: Any, name: str, what: str) -> list:
+    """``value`` (None, a list or a tuple) as a list, else a TypeError that says so."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, default_np.ndarray)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of {what}, one per Lindblad term; got {value!r}")
+    return list(value)
+
+
 def _check_lindblad_lists(gammas, lindblad_operators) -> tuple[list, list]:
-    gammas = [] if gammas is None else list(gammas)
-    lindblad_operators = [] if lindblad_operators is None else list(lindblad_operators)
+    gammas = _as_list(gammas, "gammas", "rates")
+    lindblad_operators = _as_list(lindblad_operators, "lindblad_operators", "(d, d) matrices")
     if len(gammas) != len(lindblad_operators):
         raise ValueError(
             f"gammas and lindblad_operators must have the same length; got {len(gammas)} "
@@ -141,7 +150,7 @@ class System(BaseSystem):
     ) -> Callable[[int], PropagatorPair]:
         """``propagators(step) -> (first_half, second_half)``, both expm(L dt/2)."""
         dt = check.positive_number(dt, "dt")
-        half = scipy.linalg.expm(self._liouvillian * (0.5 * dt))
+        half = _finite_propagator(scipy.linalg.expm(self._liouvillian * (0.5 * dt)), 0.0, dt)
 
         def propagators(step: int) -> PropagatorPair:
             return half, half
@@ -369,7 +378,17 @@ def _half_step(
         integral, _ = scipy.integrate.quad_vec(
             liouvillian, t0, t1, epsrel=epsrel, limit=subdiv_limit
         )
-    return scipy.linalg.expm(integral)
+    return _finite_propagator(scipy.linalg.expm(integral), t0, 2.0 * (t1 - t0))
+
+
+def _finite_propagator(propagator: default_np.ndarray, t0: float, dt: float) -> default_np.ndarray:
+    """``propagator`` (a half step from ``t0``) if finite, else a ValueError that says why."""
+    if not default_np.all(default_np.isfinite(propagator)):
+        raise ValueError(
+            f"the system's half-step propagator from t = {t0:g} (dt = {dt:g}) is not finite: "
+            "the Liouvillian times dt overflows (rates or energies far too large for dt)"
+        )
+    return propagator
 
 
 class TimeDependentSystemWithField(BaseSystem):
