@@ -154,7 +154,9 @@ def _write(filename: str, overwrite: bool, arrays: dict[str, Any], text: dict[st
                 for key, value in text.items():
                     handle.attrs[key] = value
                 for key, array in arrays.items():
-                    handle.create_dataset(key, data=array)
+                    array = default_np.asarray(array)
+                    checksum = array.ndim > 0 and array.size > 0  # (scalars cannot carry one)
+                    handle.create_dataset(key, data=array, fletcher32=checksum)
 
 
 def _read(filename: str, file_format: str, what: str) -> dict[str, Any]:
@@ -169,7 +171,14 @@ def _read(filename: str, file_format: str, what: str) -> dict[str, Any]:
         import h5py
 
         with h5py.File(filename, "r") as handle:
-            content = {key: handle[key][()] for key in handle}
+            content = {}
+            for key in handle:
+                try:
+                    content[key] = handle[key][()]
+                except OSError as error:  # a failed checksum, a truncated dataset
+                    raise ValueError(
+                        f"{filename} is damaged: dataset {key!r} cannot be read ({error})"
+                    ) from error
             content.update({key: handle.attrs[key] for key in handle.attrs})
     else:
         raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")

@@ -537,6 +537,8 @@ class SimpleProcessTensor(BaseProcessTensor):
             raise ValueError(
                 f"a step tensor must have shape (b, b', {self._num_classes}); got {array.shape}"
             )
+        if not default_np.all(default_np.isfinite(array)):
+            raise ValueError(f"step tensor {step} has NaN or infinite entries")
         if step == len(self._tensors):
             self._tensors.append(array)
         elif step < len(self._tensors):

@@ -297,10 +297,12 @@ class Writer:
             attrs["dt"] = float(header.dt)
             attrs["num_steps"] = default_np.int64(0)
             handle.create_dataset(
-                "classes", data=default_np.asarray(header.classes).astype(default_np.int64)
+                "classes",
+                data=default_np.asarray(header.classes).astype(default_np.int64),
+                fletcher32=True,
             )
-            handle.create_dataset("transform_in", data=header.transform_in)
-            handle.create_dataset("transform_out", data=header.transform_out)
+            handle.create_dataset("transform_in", data=header.transform_in, fletcher32=True)
+            handle.create_dataset("transform_out", data=header.transform_out, fletcher32=True)
             self._group = handle.create_group(TENSOR_GROUP)
         except BaseException:
             self.discard()
@@ -330,7 +332,9 @@ class Writer:
         key = tensor_name(step)
         if step < length:
             del self._group[key]
-        self._group.create_dataset(key, data=array)
+        if not default_np.all(default_np.isfinite(array)):
+            raise ValueError(f"step tensor {step} has NaN or infinite entries")
+        self._group.create_dataset(key, data=array, fletcher32=True)
         if step == length:
             self.shapes.append(array.shape[:2])
         else:
@@ -352,7 +356,9 @@ class Writer:
             bonds = default_np.array(
                 [shape[0] for shape in self.shapes] + [self.shapes[-1][1] if self.shapes else 1]
             )
-            self._handle.create_dataset("bond_dimensions", data=bonds.astype(default_np.int64))
+            self._handle.create_dataset(
+                "bond_dimensions", data=bonds.astype(default_np.int64), fletcher32=True
+            )
             self._handle.attrs["num_steps"] = default_np.int64(len(self.shapes))
             self._handle.attrs["complete"] = True
             self._handle.close()

@@ -1,0 +1,75 @@
+"""Files that prove they are intact: every dataset of a process-tensor or dynamics file
+carries a checksum (HDF5 fletcher32), verified on read; a flipped bit is an error naming
+the dataset, never different numbers. Non-finite tensors are refused on the way in.
+"""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+import nonmarkov as nm
+from models import SX, SZ
+
+SILENT = {"progress_type": "silent"}
+
+
+def flip_a_bit(filename, dataset, offset=3):
+    """Flip one bit inside the stored bytes of ``dataset`` (its first chunk)."""
+    with h5py.File(filename, "r") as handle:
+        stored = handle[dataset]
+        assert stored.fletcher32, f"{dataset} has no checksum"
+        start = stored.id.get_chunk_info(0).byte_offset
+    with open(filename, "r+b") as raw:
+        raw.seek(start + offset)
+        byte = raw.read(1)[0]
+        raw.seek(start + offset)
+        raw.write(bytes([byte ^ 0x10]))
+
+
+@pytest.fixture
+def pt_file(tmp_path):
+    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.2, 1, 4.0))
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, tcut=0.3)
+    pt = nm.pt_tempo_compute(bath, 0.0, 0.6, parameters, **SILENT)
+    filename = str(tmp_path / "pt.hdf5")
+    pt.export(filename)
+    return filename
+
+
+def test_a_flipped_bit_in_a_step_tensor_is_an_error_naming_it(pt_file):
+    system, rho0 = nm.System(0.5 * SX), nm.operators.spin_dm("up")
+    intact = nm.compute_dynamics(system, rho0, process_tensor=nm.import_process_tensor(pt_file))
+    flip_a_bit(pt_file, "tensors/00000003")
+    damaged = nm.import_process_tensor(pt_file)
+    with pytest.raises(nm.process_tensors.hdf5.ProcessTensorFileError, match="step tensor 3"):
+        nm.compute_dynamics(system, rho0, process_tensor=damaged, **SILENT)
+    assert len(intact.times) == 7
+
+
+@pytest.mark.parametrize("dataset", ["transform_in", "classes"])
+def test_a_flipped_bit_in_the_header_is_an_error(pt_file, dataset):
+    flip_a_bit(pt_file, dataset, offset=0)
+    with pytest.raises(nm.process_tensors.hdf5.ProcessTensorFileError, match="damaged"):
+        nm.import_process_tensor(pt_file, "simple")
+
+
+def test_a_flipped_bit_in_a_dynamics_file_is_an_error_naming_the_dataset(tmp_path):
+    dynamics = nm.compute_dynamics(
+        nm.System(0.5 * SX), nm.operators.spin_dm("up"), dt=0.1, num_steps=5, **SILENT
+    )
+    filename = str(tmp_path / "dynamics.h5")
+    dynamics.export(filename)
+    np.testing.assert_allclose(nm.import_dynamics(filename).states, dynamics.states)
+    flip_a_bit(filename, "states")
+    with pytest.raises(ValueError, match="dataset 'states' cannot be read"):
+        nm.import_dynamics(filename)
+
+
+def test_non_finite_tensors_are_refused():
+    pt = nm.SimpleProcessTensor(2, 0.1)
+    tensor = np.ones((1, 1, 4), dtype=complex)
+    tensor[0, 0, 2] = np.nan
+    with pytest.raises(ValueError, match="step tensor 0 has NaN"):
+        pt.set(0, tensor)
