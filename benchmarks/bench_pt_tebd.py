@@ -25,6 +25,11 @@ column is its fastest run whose error is at most OQuPy's.
         [--sites 7] [--json OUT] [--skip-oqupy] [--oqupy-parallel none multithread]
         [--nm-epsrel-scan 2^-14 2^-13] [--reference-epsrel 2^-21] [--steps N]
         [--oqupy-python PATH] [--threads N]
+    python benchmarks/bench_pt_tebd.py --xyz-check [--xyz-epsrel 1e-8] [--xyz-pt-epsrel 1e-7]
+
+``--xyz-check``: OQuPy's ``examples/spin-chain.py`` (5-site XYZ chain, baths on
+sites 3 and 4) run by both codes, each with its own process tensor, at tight
+epsrel, and the largest difference of their states.
 """
 
 from __future__ import annotations
@@ -94,8 +99,19 @@ def main() -> None:
     parser.add_argument("--skip-oqupy", action="store_true")
     parser.add_argument("--oqupy-python", default=None, help=OQUPY_PYTHON_HELP)
     parser.add_argument("--threads", type=int, default=None, help="BLAS threads of every run")
+    parser.add_argument(
+        "--xyz-check",
+        action="store_true",
+        help="instead: OQuPy's spin-chain example (5-site XYZ, baths on sites 3 and 4), "
+        "both codes converged (each with its own process tensor), and their difference",
+    )
+    parser.add_argument("--xyz-epsrel", type=_epsrel, default=1e-8)
+    parser.add_argument("--xyz-pt-epsrel", type=_epsrel, default=1e-7)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.xyz_check:
+        xyz_check(args)
+        return
     env = thread_env(args.threads)
     oq_python = None if args.skip_oqupy else oqupy_python(args.oqupy_python)
     common = {"sites": args.sites, "alpha": args.alpha, "steps": args.steps}
@@ -131,6 +147,31 @@ def main() -> None:
         records["table"] = rows
         with open(args.json, "w") as handle:
             json.dump(records, handle)
+
+
+def xyz_check(args: argparse.Namespace) -> None:
+    """OQuPy's spin-chain example, both codes converged: max |rho_nm - rho_oq|."""
+    env = thread_env(args.threads)
+    options = {"epsrel": args.xyz_epsrel, "pt_epsrel": args.xyz_pt_epsrel}
+    ours = _run_problem(sys.executable, "nonmarkov", env, "xyz", **options)
+    theirs = _run_problem(oqupy_python(args.oqupy_python), "oqupy", env, "xyz", **options)
+    difference = error(ours, theirs)
+    print("\n| code | PT bond | chain bond | PT-TEBD s |")
+    print("|---|---|---|---|")
+    for name, record in (("nonmarkov", ours), ("OQuPy", theirs)):
+        bond = max(record["max_bond"])
+        print(f"| {name} | {record['pt_bond']} | {bond} | {record['wall_time_s']['pt_tebd']:.1f} |")
+    print(f"\nmax |rho_nm - rho_oq| over sites, times, elements: {difference:.2e}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"nonmarkov": ours, "oqupy": theirs, "difference": difference}, handle)
+
+
+def _run_problem(python: str, library: str, env: dict, problem: str, **options) -> dict:
+    command = [python, HELPER, "--library", library, "--problem", problem]
+    for key, value in options.items():
+        command += ["--" + key.replace("_", "-"), str(value)]
+    return subprocess_json(command, env)
 
 
 def print_table(records: dict, epsrel: float) -> list[dict]:

@@ -158,9 +158,10 @@ EXAMPLES = [
     "mean-field-multiple-systems.py",
     "spin-chain.py",
     "tutorial_bath_dynamics.py",
+    "tutorial_pt_tebd.py",
 ]
 # OQuPy's tutorials (notebooks) that run as examples, code cells in order (``extract``).
-TUTORIALS = ["bath_dynamics.ipynb"]
+TUTORIALS = ["bath_dynamics.ipynb", "pt_tebd.ipynb"]
 # example -> (OQuPy file with the generator, function, process-tensor name)
 PREPARE = {
     "multi_time_correlations.py": (
