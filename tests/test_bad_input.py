@@ -213,3 +213,40 @@ def test_a_trace_that_drifts_is_warned():
     pt.set_mpo_tensor(1, 2.0 * pt.get_mpo_tensor(1, transformed=False))
     with pytest.warns(UserWarning, match=r"trace of the state at step 1 \(t = 0.1\) is 2"):
         nm.compute_dynamics(nm.System(0.5 * SX), np.eye(2) / 2, process_tensor=pt, **SILENT)
+
+
+# -- cost before running: refuse what cannot finish ------------------------------------
+
+
+def test_runs_that_cannot_finish_are_refused_up_front():
+    system, rho0 = nm.System(0.5 * SX), np.eye(2) / 2
+    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.1, 1, 4.0))
+    with pytest.raises(ValueError, match="1e\\+15 steps cannot finish"):
+        nm.compute_dynamics(system, rho0, dt=1e-12, num_steps=10**15)
+    with pytest.raises(ValueError, match="steps cannot finish"):
+        nm.tempo_compute(system, bath, rho0, 0.0, 1e9, PARAMETERS, **SILENT)
+    with pytest.raises(ValueError, match="steps cannot finish"):
+        nm.pt_tempo_compute(bath, 0.0, 1e15, PARAMETERS, **SILENT)
+    with pytest.raises(ValueError, match="steps cannot finish"):
+        nm.compute_correlations(
+            system, None, SZ, SZ, 0, 1, initial_state=rho0, dt=1e-9, num_steps=10**12
+        )
+
+
+def test_recording_more_states_than_memory_holds_is_refused():
+    with pytest.raises(ValueError, match="record_all=False"):
+        nm.compute_dynamics(nm.System(0.5 * SX), np.eye(2) / 2, dt=1e-3, num_steps=10**9 - 1)
+
+
+def test_a_memory_window_larger_than_memory_is_refused():
+    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.1, 1, 4.0))
+    parameters = nm.TempoParameters(dt=1e-3, epsrel=1e-6, dkmax=10**11)
+    with pytest.raises(ValueError, match="shorter memory cut"):
+        nm.PtTempo(bath, 0.0, 9e5, parameters)  # 9e8 steps in a window that never closes
+
+
+def test_epsrel_below_the_floating_point_floor_is_refused():
+    with pytest.raises(ValueError, match="below what a double-precision SVD"):
+        nm.TempoParameters(dt=0.1, epsrel=1e-16)
+    with pytest.raises(ValueError, match="below what a double-precision SVD"):
+        nm.GibbsParameters(10, 1e-17)

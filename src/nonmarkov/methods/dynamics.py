@@ -156,6 +156,7 @@ def check_dynamics_inputs(
                 f"has dimension {system.dimension}"
             )
     dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    checks.affordable_run(num_steps, system.dimension, 0, "the run")
     missed = [] if control is None else control.outside(num_steps, dt, start_time)
     if control is not None and missed:
         warnings.warn(
@@ -211,6 +212,8 @@ def compute_dynamics(
     process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
         system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
     )
+    recorded = num_steps + 1 if record_all else 2
+    checks.affordable_run(num_steps, system.dimension, recorded, "compute_dynamics")
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
     initial_control, controls = chain_controls(control, dt, start_time)
     if initial_control is not None:

@@ -85,7 +85,7 @@ class PtTempo:
         self._parameters = check.tempo_parameters(parameters)
         check.correlation_time(self._parameters)
         self._start_time, self._end_time, self._num_steps = check.pt_interval(
-            bath, start_time, end_time, self._parameters.dt
+            bath, start_time, end_time, self._parameters.dt, self._parameters.dkmax
         )
         self.bath = bath
         self.unique = validation.boolean(unique, "unique")
@@ -207,6 +207,14 @@ class PtTempo:
                         sink.add(done, log_before, step + k)
                 step += count
                 self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
+                check.window_fits(
+                    max(ranks, default=1),
+                    influence.num_classes,
+                    min(step, self._parameters.dkmax or step),
+                    step,
+                    self._parameters.dt,
+                    "PT-TEMPO",
+                )
                 progress.set_postfix(bond=self._max_bond_dimension)
                 progress.update(count)
             window, log_scale = engine.host_window()

@@ -65,6 +65,8 @@ class TempoWindow:
         self.engine: Any = None
         #: largest MPS bond dimension reached so far
         self.max_bond_dimension = 1
+        #: classes m of a window site
+        self.num_classes = self._influence.num_classes
 
     def start(self, initial: default_np.ndarray, first: Any, second: Any) -> default_np.ndarray:
         """Step 0 from rho(t_0) (d, d) with its half-step propagators (d^2, d^2), on
@@ -194,6 +196,13 @@ class Tempo:
         if end_time < self._start_time:
             raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
         num_steps = max(int(round((end_time - current) / dt)), 0)
+        check.affordable_run(
+            num_steps,
+            self.dimension,
+            len(self._dynamics) + num_steps,
+            "TEMPO",
+            min(self._parameters.dkmax or self._step + num_steps, self._step + num_steps),
+        )
         with hot_loop_threads(), Progress(num_steps, progress_type, "TEMPO") as progress:
             if num_steps > 0 and self._step == 0:
                 self._step = 1
@@ -209,6 +218,14 @@ class Tempo:
                     self._dynamics.add(self._start_time + (self._step + k + 1) * dt, state)
                 self._step += count
                 num_steps -= count
+                check.window_fits(
+                    self._window.max_bond_dimension,
+                    self._window.num_classes,
+                    min(self._step, self._parameters.dkmax or self._step),
+                    self._step,
+                    dt,
+                    "TEMPO",
+                )
                 progress.set_postfix(bond=self.max_bond_dimension)
                 progress.update(count)
         return self._dynamics

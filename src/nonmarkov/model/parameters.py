@@ -13,6 +13,23 @@ from .. import validation as check
 from .bath import Bath
 from .system import BaseSystem, TimeDependentSystem
 
+#: the smallest epsrel a double-precision SVD can honour (singular values below
+#: ~eps s_max are rounding noise)
+EPSREL_FLOOR = 1e-15
+
+
+def _check_epsrel(epsrel: Any) -> float:
+    """The SVD truncation tolerance: a number in [EPSREL_FLOOR, 1]."""
+    epsrel = check.real_number(epsrel, "epsrel")
+    if not 0.0 < epsrel <= 1.0:
+        raise ValueError(f"epsrel must lie in (0, 1]; got {epsrel}")
+    if epsrel < EPSREL_FLOOR:
+        raise ValueError(
+            f"epsrel={epsrel} is below what a double-precision SVD can resolve "
+            f"({EPSREL_FLOOR}): the bond would grow on rounding noise"
+        )
+    return epsrel
+
 
 class TempoParameters:
     """Parameters of the TEMPO family of algorithms.
@@ -51,10 +68,7 @@ class TempoParameters:
         description: str | None = None,
     ):
         self._dt = check.positive_number(dt, "dt")
-        epsrel = check.real_number(epsrel, "epsrel")
-        if not 0.0 < epsrel <= 1.0:
-            raise ValueError(f"epsrel must lie in (0, 1]; got {epsrel}")
-        self._epsrel = epsrel
+        self._epsrel = _check_epsrel(epsrel)
         if tcut is not None and dkmax is not None:
             raise ValueError("give either tcut or dkmax (or neither, for full memory), not both")
         if tcut is not None:
@@ -150,10 +164,7 @@ class GibbsParameters:
         description: str | None = None,
     ):
         self._n_steps = check.positive_integer(n_steps, "n_steps", minimum=2)
-        epsrel = check.real_number(epsrel, "epsrel")
-        if not 0.0 < epsrel <= 1.0:
-            raise ValueError(f"epsrel must lie in (0, 1]; got {epsrel}")
-        self._epsrel = epsrel
+        self._epsrel = _check_epsrel(epsrel)
         self.name = "Unnamed GibbsParameters" if name is None else str(name)
         self.description = "" if description is None else str(description)
 
