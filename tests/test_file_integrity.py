@@ -73,3 +73,40 @@ def test_non_finite_tensors_are_refused():
     tensor[0, 0, 2] = np.nan
     with pytest.raises(ValueError, match="step tensor 0 has NaN"):
         pt.set(0, tensor)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda h: h.attrs.__setitem__("dt", 0.2), "differs from the dt it was made with"),
+        (lambda h: h.attrs.__setitem__("hilbert_space_dimension", np.int64(3)), "damaged"),
+        (lambda h: h.attrs.__setitem__("num_steps", np.int64(4)), "should hold 4 step tensors"),
+        (lambda h: h.__delitem__("tensors/00000002"), "damaged"),
+    ],
+    ids=["dt", "dimension", "num_steps", "missing-tensor"],
+)
+def test_edited_attributes_of_a_process_tensor_file_are_errors(pt_file, edit, message):
+    with h5py.File(pt_file, "r+") as handle:
+        edit(handle)
+    with pytest.raises(nm.process_tensors.hdf5.ProcessTensorFileError, match=message):
+        nm.import_process_tensor(pt_file, "simple")
+
+
+def test_damaged_dynamics_files_are_errors_naming_the_file(tmp_path):
+    dynamics = nm.Dynamics([0.0, 0.1], [np.eye(2) / 2, np.eye(2) / 2])
+    filename = str(tmp_path / "dynamics.h5")
+    dynamics.export(filename)
+    with h5py.File(filename, "r") as handle:
+        assert handle.attrs["library_version"] == nm.__version__
+    with h5py.File(filename, "r+") as handle:
+        del handle["states"]
+    with pytest.raises(ValueError, match="dynamics.h5 is damaged: it lacks states"):
+        nm.import_dynamics(filename)
+    truncated = str(tmp_path / "truncated.npz")
+    dynamics.export(truncated)
+    with open(truncated, "r+b") as raw:
+        raw.truncate(40)
+    with pytest.raises(ValueError, match="truncated.npz cannot be read as a nonmarkov dynamics"):
+        nm.import_dynamics(truncated)
+    with pytest.raises(FileNotFoundError, match="missing.h5"):
+        nm.import_dynamics(str(tmp_path / "missing.h5"))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from .._version import __version__
 from .atomic import atomic_path
 
 DYNAMICS_FORMAT = "nonmarkov-dynamics-1"
@@ -115,7 +116,12 @@ class Dynamics:
             filename,
             overwrite,
             {"times": self.times, "states": self.states},
-            {"name": self.name, "description": self.description, "format": DYNAMICS_FORMAT},
+            {
+                "name": self.name,
+                "description": self.description,
+                "format": DYNAMICS_FORMAT,
+                "library_version": __version__,
+            },
         )
 
     def __str__(self) -> str:
@@ -124,7 +130,18 @@ class Dynamics:
 
 def import_dynamics(filename: str) -> Dynamics:
     """Load a :class:`Dynamics` written by :meth:`Dynamics.export`."""
-    content = _read(filename, DYNAMICS_FORMAT, "a nonmarkov dynamics file")
+    content = _read(
+        filename,
+        DYNAMICS_FORMAT,
+        "a nonmarkov dynamics file",
+        ("times", "states", "name", "description"),
+    )
+    times, states = default_np.asarray(content["times"]), default_np.asarray(content["states"])
+    if states.ndim != 3 or states.shape[0] != times.shape[0] or times.ndim != 1:
+        raise ValueError(
+            f"{filename} is damaged: {times.shape[0] if times.ndim else 0} times but states "
+            f"of shape {states.shape}"
+        )
     return Dynamics(
         content["times"],
         content["states"],
@@ -159,31 +176,44 @@ def _write(filename: str, overwrite: bool, arrays: dict[str, Any], text: dict[st
                     handle.create_dataset(key, data=array, fletcher32=checksum)
 
 
-def _read(filename: str, file_format: str, what: str) -> dict[str, Any]:
+def _read(filename: str, file_format: str, what: str, required: tuple[str, ...]) -> dict[str, Any]:
     """Everything :func:`_write` put into ``filename``, checked to be ``file_format``
-    (``what`` names it in the error)."""
+    with the entries ``required`` (``what`` names it in the errors)."""
     filename = os.fspath(filename)
     extension = os.path.splitext(filename)[1].lower()
-    if extension == ".npz":
-        with default_np.load(filename, allow_pickle=False) as data:
-            content = {key: data[key] for key in data.files}
-    elif extension in (".h5", ".hdf5"):
-        import h5py
-
-        with h5py.File(filename, "r") as handle:
-            content = {}
-            for key in handle:
-                try:
-                    content[key] = handle[key][()]
-                except OSError as error:  # a failed checksum, a truncated dataset
-                    raise ValueError(
-                        f"{filename} is damaged: dataset {key!r} cannot be read ({error})"
-                    ) from error
-            content.update({key: handle.attrs[key] for key in handle.attrs})
-    else:
+    if extension not in (".npz", ".h5", ".hdf5"):
         raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
+    if not os.path.isfile(filename):
+        raise FileNotFoundError(f"{what} {filename!r} does not exist")
+    try:
+        if extension == ".npz":
+            with default_np.load(filename, allow_pickle=False) as data:
+                content = {key: data[key] for key in data.files}
+        else:
+            import h5py
+
+            with h5py.File(filename, "r") as handle:
+                content = {}
+                for key in handle:
+                    try:
+                        content[key] = handle[key][()]
+                    except OSError as error:  # a failed checksum, a truncated dataset
+                        raise ValueError(
+                            f"{filename} is damaged: dataset {key!r} cannot be read ({error})"
+                        ) from error
+                content.update({key: handle.attrs[key] for key in handle.attrs})
+    except ValueError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged or foreign file, named
+        raise ValueError(
+            f"{filename} cannot be read as {what}: it is damaged, truncated or of another "
+            f"kind ({type(error).__name__}: {error})"
+        ) from error
     if str(content.get("format", "")) != file_format:
         raise ValueError(f"{filename} is not {what} (format {file_format!r})")
+    missing = [key for key in required if key not in content]
+    if missing:
+        raise ValueError(f"{filename} is damaged: it lacks {', '.join(missing)}")
     return content
 
 
@@ -281,7 +311,12 @@ class MeanFieldDynamics:
         arrays: dict[str, Any] = {"times": self.times, "fields": self.fields}
         for i, dynamics in enumerate(self._system_dynamics):
             arrays[f"states_{i}"] = dynamics.states
-        text = {"name": self.name, "description": self.description, "format": MEAN_FIELD_FORMAT}
+        text = {
+            "name": self.name,
+            "description": self.description,
+            "format": MEAN_FIELD_FORMAT,
+            "library_version": __version__,
+        }
         _write(filename, overwrite, arrays, text)
 
     def __str__(self) -> str:
@@ -293,7 +328,12 @@ class MeanFieldDynamics:
 
 def import_mean_field_dynamics(filename: str) -> MeanFieldDynamics:
     """Load a :class:`MeanFieldDynamics` written by :meth:`MeanFieldDynamics.export`."""
-    content = _read(filename, MEAN_FIELD_FORMAT, "a nonmarkov mean-field dynamics file")
+    content = _read(
+        filename,
+        MEAN_FIELD_FORMAT,
+        "a nonmarkov mean-field dynamics file",
+        ("times", "fields", "name", "description", "states_0"),
+    )
     count = len([key for key in content if str(key).startswith("states_")])
     states = [content[f"states_{i}"] for i in range(count)]
     times = content["times"]

@@ -132,6 +132,41 @@ def _read_step(
     return tensor
 
 
+def _check_header_agrees(filename: str, header: Header) -> None:
+    """The attributes must agree with the arrays and with the stored metadata (the
+    time step and dimension the process tensor was made with), else the file is damaged."""
+    d2 = header.hilbert_space_dimension**2
+    for name, array in (
+        ("transform_in", header.transform_in),
+        ("transform_out", header.transform_out),
+    ):
+        if default_np.shape(array) != (d2, d2):
+            raise file_error(
+                filename,
+                f"is damaged: {name} has shape {default_np.shape(array)}, but the "
+                f"dimension {header.hilbert_space_dimension} needs {(d2, d2)}",
+            )
+    made_with = header.metadata.get("parameters", {}).get("dt")
+    if isinstance(made_with, (int, float)) and abs(made_with - header.dt) > 1e-12 * max(
+        1.0, abs(made_with)
+    ):
+        raise file_error(
+            filename,
+            f"is damaged: its dt attribute ({header.dt}) differs from the dt it was made "
+            f"with ({made_with}, in its metadata)",
+        )
+    coupling = header.metadata.get("bath", {}).get("coupling_operator_real")
+    if coupling is not None and default_np.shape(coupling) != (
+        header.hilbert_space_dimension,
+        header.hilbert_space_dimension,
+    ):
+        raise file_error(
+            filename,
+            f"is damaged: its dimension attribute ({header.hilbert_space_dimension}) differs "
+            f"from its bath's coupling operator ({default_np.shape(coupling)}, in its metadata)",
+        )
+
+
 class Reader:
     """A complete file open for reading: its :class:`Header` and step shapes.
 
@@ -219,6 +254,7 @@ class Reader:
             int(version),
             library,
         )
+        _check_header_agrees(self.filename, header)
         num_steps = int(attrs["num_steps"])
         bonds = default_np.asarray(handle["bond_dimensions"][()], dtype=int)
         stored = len(handle[TENSOR_GROUP])
