@@ -422,7 +422,7 @@ class HostTebdEngine:
         self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
     ) -> tuple[complex, list[default_np.ndarray]]:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.read_out`."""
-        capped = capped_sites(self._sites, [self._copies(cap) for cap in caps])
+        capped = capped_sites(self._sites, [to_backend(cap) for cap in caps])
         transfers = [
             np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
             for site in capped

@@ -54,6 +54,8 @@ DT_TOLERANCE = 1e-10
 PT_TEBD_DEFAULT_ORDER = 2
 PT_TEBD_DEFAULT_EPSREL = 1.0e-5
 TEBD_ORDERS = (1, 2)
+#: the cap of an augmented leg of size 1 (no bath, or before the first step)
+_NO_BOND = default_np.ones(1, dtype=complex)
 
 
 class PtTebdParameters:
@@ -560,7 +562,7 @@ class PtTebd:
         caps = []
         for prepared in self._prepared:
             if prepared is None or self._step == 0:
-                caps.append(default_np.ones(1, dtype=complex))
+                caps.append(_NO_BOND)
             else:
                 caps.append(prepared.cap(self._step - 1))
         return caps

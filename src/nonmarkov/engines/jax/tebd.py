@@ -261,6 +261,8 @@ class JaxTebdEngine:
         self._traces: dict[int, Any] = {}
 
     def _device(self, array: Any) -> Any:
+        """A device copy of a host array that comes back as the same object (gates,
+        controls, transforms), made once; device arrays pass through."""
         if not isinstance(array, default_np.ndarray):
             return array
         entry = self._copies.get(id(array))
@@ -354,7 +356,7 @@ class JaxTebdEngine:
             big_a = self._sites[site].shape[2]
             # the leg's bucket never shrinks (a finite PT's bonds fall at its end)
             size = max(_leg_size(a2), big_a)
-            padded = self._device(_pad(tensor, (big_a, size, tensor.shape[2])))
+            padded = self._jax.device_put(_pad(tensor, (big_a, size, tensor.shape[2])))
             self._sites[site] = _kernel("process_step")(
                 self._sites[site],
                 self._device(pt.transform_in),
@@ -375,7 +377,10 @@ class JaxTebdEngine:
         self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
     ) -> tuple[complex, list[default_np.ndarray]]:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.read_out`."""
-        padded = [self._device(_pad(cap, (site.shape[2],))) for cap, site in zip(caps, self._sites)]
+        padded = [
+            self._jax.device_put(_pad(cap, (site.shape[2],)))
+            for cap, site in zip(caps, self._sites)
+        ]
         capped = capped_sites(self._sites, padded)
         transfers = [
             np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
