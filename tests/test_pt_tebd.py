@@ -342,7 +342,8 @@ def test_coupled_chain_with_baths_runs_and_converges(baths):
                 for k in range(3)
             )
         )
-        # each of the 2 x 6 x STEPS cuts discards at most epsrel of its norm
+        # the error adds up over the cuts (6 gates a step, up to 3 cuts each, each
+        # discarding at most epsrel of its norm); measured ~0.7 and ~1.1 STEPS epsrel
         assert errors[-1] < 12 * STEPS * epsrel
     assert errors[1] < 0.1 * errors[0]
     np.testing.assert_allclose(np.abs(fine["norm"]), 1.0, atol=1e-4)
