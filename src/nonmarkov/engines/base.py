@@ -133,6 +133,11 @@ class WindowEngine(Protocol):
         """The window, newest first: front (1, x, k), sites (k, m, k'); and the
         front's log-scale ('finalize' windows)."""
 
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
+        """Continue from a window of :meth:`host_window` (host arrays, newest first)
+        with the front's log-scale ``log_scale``, after ``steps`` window steps
+        (a resumed build)."""
+
 
 class PreparedProcessTensor(Protocol):
     """A process tensor made ready for a chain engine's steps."""

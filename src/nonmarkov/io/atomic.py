@@ -9,17 +9,20 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def atomic_path(filename: str) -> Iterator[str]:
+def atomic_path(filename: str, temporary: str | None = None) -> Iterator[str]:
     """Yield a temporary path next to ``filename``; rename it there on success.
 
     On any exception the temporary file is removed, so ``filename`` is either
     the old file or the complete new one, never a half-written file.
+    ``temporary``: an existing temporary file to continue (a resumed write)
+    instead of a new one (``.tmp-<random><name>`` next to ``filename``).
     """
-    directory = os.path.dirname(os.path.abspath(filename))
-    handle, temporary = tempfile.mkstemp(
-        prefix=".tmp-", suffix=os.path.basename(filename), dir=directory
-    )
-    os.close(handle)
+    if temporary is None:
+        directory = os.path.dirname(os.path.abspath(filename))
+        handle, temporary = tempfile.mkstemp(
+            prefix=".tmp-", suffix=os.path.basename(filename), dir=directory
+        )
+        os.close(handle)
     try:
         yield temporary
         os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes it owner-only

@@ -37,6 +37,7 @@ def pt_tempo_compute(
     *,
     method: str = "sequential",
     options: EngineOptions | None = None,
+    resume: bool = False,
 ) -> BaseProcessTensor:
     """One-call PT-TEMPO: the process tensor of ``bath`` on [start_time, end_time].
 
@@ -59,6 +60,8 @@ def pt_tempo_compute(
     (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of N).
     ``options``: the engine options of the window steps (sequential and
     repeated block; divide and conquer runs on the host).
+    ``resume``: continue an interrupted streamed sequential build from its
+    checkpoint (:class:`PtTempo`; docs/process_tensor_files.md).
     """
     checks.backend_config(backend_config, "pt_tempo_compute")
     if method not in PT_METHODS:
@@ -70,6 +73,8 @@ def pt_tempo_compute(
             else guess_tempo_parameters(bath, start_time, end_time, tolerance=tolerance)
         )
     if method != "sequential":
+        if resume is not False:
+            raise ValueError("resume applies to the sequential construction only")
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work
@@ -111,5 +116,6 @@ def pt_tempo_compute(
         name=name,
         description=description,
         options=options,
+        resume=resume,
     )
     return pt_tempo.get_process_tensor(progress_type=progress_type)

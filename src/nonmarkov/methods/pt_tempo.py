@@ -23,8 +23,12 @@ sink on every backend, so files and norm shares do not depend on it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import math
 import os
+import time
 from typing import Any
 
 import numpy as default_np
@@ -34,6 +38,7 @@ from .._threads import hot_loop_threads
 from ..engines import window_engine
 from ..engines.base import WindowSpec
 from ..influence import DiscretisedInfluence
+from ..io.atomic import atomic_path
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
 from ..options import EngineOptions, resolve
@@ -64,6 +69,13 @@ class PtTempo:
         unless None or empty): the engines take ``options``.
     name, description : optional text.
     options : :class:`~nonmarkov.options.EngineOptions` (None: the library default).
+    resume : continue an interrupted build of the same ``process_tensor_file``
+        from its checkpoint (``<file>.checkpoint.npz``); the same process tensor
+        as an uninterrupted build. Without a checkpoint the build starts afresh.
+    checkpoint_interval : seconds between checkpoints of a streamed build (the
+        memory window and its position, next to the file; the step tensors are
+        written to the file at each checkpoint), or None for none. A build that
+        is killed or raises keeps its temporary file and checkpoint for ``resume``.
     """
 
     def __init__(
@@ -79,6 +91,9 @@ class PtTempo:
         name: str | None = None,
         description: str | None = None,
         options: EngineOptions | None = None,
+        *,
+        resume: bool = False,
+        checkpoint_interval: float | None = 60.0,
     ):
         check.backend_config(backend_config, "PtTempo")
         self._options = resolve(options)
@@ -95,6 +110,19 @@ class PtTempo:
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         self._overwrite = overwrite
         self._file = check.process_tensor_file(process_tensor_file, overwrite)
+        self._resume = validation.boolean(resume, "resume")
+        if checkpoint_interval is not None:
+            checkpoint_interval = validation.non_negative_number(
+                checkpoint_interval, "checkpoint_interval"
+            )
+        # an automatic name cannot be found again: no checkpoints for it
+        automatic = self._file is None or process_tensor_file is True
+        self._checkpoint_interval = None if automatic else checkpoint_interval
+        if self._resume and (process_tensor_file is True or self._checkpoint_interval is None):
+            raise ValueError(
+                "resume=True needs a named process_tensor_file and checkpoints "
+                "(checkpoint_interval not None)"
+            )
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
@@ -143,18 +171,115 @@ class PtTempo:
         """Run PT-TEMPO (once; later calls do nothing)."""
         self.get_process_tensor(progress_type)
 
+    @property
+    def checkpoint_file(self) -> str | None:
+        """Where a streamed build keeps its checkpoint, or None."""
+        if self._file is None or self._checkpoint_interval is None:
+            return None
+        return self._file + CHECKPOINT_SUFFIX
+
+    def _fingerprint(self) -> str:
+        """What a checkpoint must have been made by: the bath, parameters, interval and
+        the window sweep, as JSON."""
+        return json.dumps(
+            {"metadata": self.metadata, "window_sweep": self._options.window_sweep},
+            sort_keys=True,
+        )
+
     def _build(self, progress_type: str) -> BaseProcessTensor:
         """Run PT-TEMPO into the target; the finished process tensor."""
-        sink = _StepSink(self._open_target())
+        saved = self._load_checkpoint() if self._resume else None
+        if saved is None:
+            self._drop_checkpoint()
+        sink = _StepSink(self._open_target(saved), buffered=self.checkpoint_file is not None)
+        if saved is not None:
+            sink.assigned = saved.assigned
         try:
-            self._run(sink, progress_type)
+            self._run(sink, progress_type, saved)
         except BaseException:
-            sink.abort()
+            checkpoint = self.checkpoint_file
+            if checkpoint is not None and os.path.exists(checkpoint):
+                sink.suspend()  # the file and checkpoint stay for resume=True
+            else:
+                sink.abort()
             raise
-        return sink.close()
+        process_tensor = sink.close()
+        self._drop_checkpoint(keep_partial=True)
+        return process_tensor
 
-    def _open_target(self) -> SimpleProcessTensor | FileProcessTensor:
-        """An empty process tensor (in memory, or a file being written) for the steps."""
+    def _drop_checkpoint(self, keep_partial: bool = False) -> None:
+        """Remove a checkpoint of this target (and, unless ``keep_partial``, the
+        temporary file it points to)."""
+        checkpoint = self.checkpoint_file
+        if checkpoint is None or not os.path.exists(checkpoint):
+            return
+        if not keep_partial:
+            with contextlib.suppress(Exception):
+                with default_np.load(checkpoint) as data:
+                    partial = str(data["temporary"])
+                if os.path.basename(partial).startswith(".tmp-"):
+                    os.remove(partial)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(checkpoint)
+
+    def _load_checkpoint(self) -> _Checkpoint | None:
+        """The checkpoint of an interrupted build of this target, or None."""
+        checkpoint = self.checkpoint_file
+        if checkpoint is None or not os.path.exists(checkpoint):
+            return None
+        try:
+            with default_np.load(checkpoint, allow_pickle=False) as data:
+                saved = _Checkpoint(
+                    step=int(data["step"]),
+                    count=int(data["count"]),
+                    assigned=float(data["assigned"]),
+                    log_scale=float(data["log_scale"]),
+                    window=[data[f"site_{i}"] for i in range(int(data["num_sites"]))],
+                    temporary=str(data["temporary"]),
+                    fingerprint=str(data["fingerprint"]),
+                )
+        except Exception as error:  # noqa: BLE001 - a damaged checkpoint, named
+            raise ValueError(
+                f"checkpoint {checkpoint!r} cannot be read ({error}); remove it to start afresh"
+            ) from error
+        if saved.fingerprint != self._fingerprint():
+            raise ValueError(
+                f"checkpoint {checkpoint!r} belongs to another build (other bath, parameters "
+                "or interval); remove it, or resume with the arguments that made it"
+            )
+        if not os.path.exists(saved.temporary):
+            raise ValueError(
+                f"checkpoint {checkpoint!r} points to the partial file {saved.temporary!r}, "
+                "which is gone; remove the checkpoint to start afresh"
+            )
+        return saved
+
+    def _save_checkpoint(self, engine: Any, sink: _StepSink, step: int) -> None:
+        """Write the buffered step tensors, put the file on disk, then the checkpoint."""
+        checkpoint, target = self.checkpoint_file, sink.target
+        if checkpoint is None or not isinstance(target, FileProcessTensor):
+            raise RuntimeError("a checkpoint needs a streamed build")
+        sink.commit()
+        target.flush()
+        window, log_scale = engine.host_window()
+        contents: dict[str, Any] = {
+            "step": step,
+            "count": sink.count,
+            "assigned": sink.assigned,
+            "log_scale": log_scale,
+            "num_sites": len(window),
+            "temporary": str(target.temporary_filename),
+            "fingerprint": self._fingerprint(),
+        }
+        contents.update({f"site_{i}": default_np.asarray(site) for i, site in enumerate(window)})
+        with atomic_path(checkpoint) as temporary, open(temporary, "wb") as handle:
+            default_np.savez(handle, **contents)
+
+    def _open_target(
+        self, saved: _Checkpoint | None = None
+    ) -> SimpleProcessTensor | FileProcessTensor:
+        """An empty process tensor (in memory, or a file being written) for the steps;
+        with ``saved``, the partial file of an interrupted build."""
         influence = self._influence
         to_eigen, from_eigen = influence.liouville_transforms()
         d, dt = self.bath.dimension, self._parameters.dt
@@ -180,9 +305,11 @@ class PtTempo:
             self.description,
             classes=influence.classes,
             metadata=self.metadata,
+            resume_from=None if saved is None else saved.temporary,
+            keep=0 if saved is None else saved.count,
         )
 
-    def _run(self, sink: _StepSink, progress_type: str) -> None:
+    def _run(self, sink: _StepSink, progress_type: str, saved: _Checkpoint | None = None) -> None:
         """The PT-TEMPO loop; hands every finalised site to ``sink``."""
         influence = self._influence
         front, log_scale = first_point(influence)
@@ -199,6 +326,11 @@ class PtTempo:
             )
             self._engine = engine
             step = 1
+            if saved is not None:
+                engine.load_window(saved.window, saved.log_scale, steps=saved.step - 1)
+                step = saved.step
+                progress.update(step - 1)
+            last_checkpoint = time.monotonic()
             while step < self._num_steps:
                 count = min(engine.steps_per_call, self._num_steps - step)
                 finalised, ranks = engine.advance_finalize(count)
@@ -217,6 +349,11 @@ class PtTempo:
                 )
                 progress.set_postfix(bond=self._max_bond_dimension)
                 progress.update(count)
+                interval = self._checkpoint_interval
+                if interval is not None and step < self._num_steps:
+                    if time.monotonic() - last_checkpoint >= interval:
+                        self._save_checkpoint(engine, sink, step)
+                        last_checkpoint = time.monotonic()
             window, log_scale = engine.host_window()
         sink.finish(list(reversed(window)), log_scale)
 
@@ -233,26 +370,59 @@ class PtTempo:
         return self._process_tensor
 
 
+CHECKPOINT_SUFFIX = ".checkpoint.npz"
+
+
+@dataclasses.dataclass
+class _Checkpoint:
+    """Where an interrupted streamed build stood: ``step`` (the loop's next step),
+    ``count`` step tensors in the partial file ``temporary``, the norm shares
+    ``assigned`` to them, the window (newest first) and its ``log_scale``."""
+
+    step: int
+    count: int
+    assigned: float
+    log_scale: float
+    window: list[Any]
+    temporary: str
+    fingerprint: str
+
+
 class _StepSink:
     """Scales finalised window sites and appends them as step tensors to ``target``.
 
     Site M[l, c, r] (l towards newer points) becomes T[r, l, c] times
     exp(share), with the shares of the running log-norm described in the
-    module docstring.
+    module docstring. ``buffered``: the tensors wait in memory until
+    :meth:`commit` (a checkpointed build touches its file only at checkpoints,
+    so that a kill between them leaves it consistent).
     """
 
-    def __init__(self, target: SimpleProcessTensor | FileProcessTensor):
+    def __init__(self, target: SimpleProcessTensor | FileProcessTensor, buffered: bool = False):
         self.target = target
         self.assigned = 0.0
+        self.count = len(target)
+        self._buffered = buffered
+        self._pending: list[Any] = []
 
     def _write(self, site: Any, share: float) -> None:
         tensor = default_np.transpose(default_np.asarray(site), (2, 0, 1)) * math.exp(share)
-        self.target.set(len(self.target), tensor)
+        if self._buffered:
+            self._pending.append(tensor)
+        else:
+            self.target.set(len(self.target), tensor)
+        self.count += 1
         self.assigned += share
+
+    def commit(self) -> None:
+        """Write the buffered step tensors to the target."""
+        for tensor in self._pending:
+            self.target.set(len(self.target), tensor)
+        self._pending = []
 
     def add(self, site: Any, log_scale: float, num_normalised: int) -> None:
         """A site finalised after ``num_normalised`` normalisations summing to ``log_scale``."""
-        share = log_scale * (len(self.target) + 1) / num_normalised - self.assigned
+        share = log_scale * (self.count + 1) / num_normalised - self.assigned
         self._write(site, share)
 
     def finish(self, sites: list[Any], log_scale: float) -> None:
@@ -260,6 +430,7 @@ class _StepSink:
         share = (log_scale - self.assigned) / len(sites)
         for site in sites:
             self._write(site, share)
+        self.commit()
 
     def close(self) -> BaseProcessTensor:
         """The finished process tensor (a file is completed and reopened for reading)."""
@@ -272,6 +443,11 @@ class _StepSink:
         """Discard a file being written (nothing appears under its name)."""
         if isinstance(self.target, FileProcessTensor):
             self.target.abort()
+
+    def suspend(self) -> None:
+        """Leave a file being written as it was at the last checkpoint (for a resume)."""
+        if isinstance(self.target, FileProcessTensor):
+            self.target.suspend()
 
 
 def first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, float]:

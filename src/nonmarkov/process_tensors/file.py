@@ -88,6 +88,9 @@ class FileProcessTensor(BaseProcessTensor):
         identity, m = d^2).
     metadata : JSON-serialisable dict stored with the file (write modes),
         e.g. the bath and parameters that made the process tensor.
+    resume_from, keep : write modes: continue the temporary file of an
+        interrupted write (:attr:`temporary_filename`, left by :meth:`suspend`
+        or by a killed process) after its first ``keep`` step tensors.
 
     In write mode, append step tensors T[b, b', c] with :meth:`set` (or
     OQuPy-layout MPO tensors with :meth:`set_mpo_tensor`), then
@@ -109,6 +112,8 @@ class FileProcessTensor(BaseProcessTensor):
         *,
         classes: Any = None,
         metadata: dict | None = None,
+        resume_from: str | None = None,
+        keep: int = 0,
     ):
         mode, filename = _mode_and_filename(mode, filename)
         self._mode = check.choice(mode, MODES, "mode")
@@ -150,7 +155,9 @@ class FileProcessTensor(BaseProcessTensor):
                 metadata=hdf5.check_metadata(metadata),
             )
             self._classes = check.liouville_classes(classes, self._dimension**2)
-            self._writer = hdf5.Writer(self._filename, self._header(), self._mode == "overwrite")
+            self._writer = hdf5.Writer(
+                self._filename, self._header(), self._mode == "overwrite", resume_from, keep
+            )
         self._shapes = self._open_file().shapes
 
     def _header(self) -> hdf5.Header:
@@ -218,6 +225,22 @@ class FileProcessTensor(BaseProcessTensor):
             self._reader.close()
         elif self._writer is not None:
             self._writer.complete()
+
+    @property
+    def temporary_filename(self) -> str | None:
+        """The temporary file a write mode writes to (renamed on :meth:`close`), else None."""
+        return None if self._writer is None else self._writer.temporary
+
+    def flush(self) -> None:
+        """Write modes: put everything written so far on disk."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def suspend(self) -> None:
+        """Write modes: close, leaving the temporary file for a resumed write
+        (``resume_from``); the target is left untouched."""
+        if self._writer is not None:
+            self._writer.suspend()
 
     def abort(self) -> None:
         """Discard a file being written (the target is left untouched); close otherwise."""

@@ -294,7 +294,14 @@ class Writer:
     ``overwrite=False`` refuses an existing ``filename`` (FileExistsError).
     """
 
-    def __init__(self, filename: str, header: Header, overwrite: bool = False):
+    def __init__(
+        self,
+        filename: str,
+        header: Header,
+        overwrite: bool = False,
+        resume_from: str | None = None,
+        keep: int = 0,
+    ):
         self.filename = filename
         self.header = header
         self.num_classes = header.num_classes
@@ -316,8 +323,11 @@ class Writer:
                 f"mode='overwrite' (or overwrite=True) to replace it"
             )
         stack = contextlib.ExitStack()
-        self._temporary = stack.enter_context(atomic_path(filename))
+        self._temporary = stack.enter_context(atomic_path(filename, resume_from))
         self._stack = stack
+        if resume_from is not None:
+            self._reopen(header, keep)
+            return
         try:
             handle = h5py.File(self._temporary, "w")
             self._handle = handle
@@ -343,6 +353,65 @@ class Writer:
         except BaseException:
             self.discard()
             raise
+
+    def _reopen(self, header: Header, keep: int) -> None:
+        """Continue an interrupted write of ``header``: keep its first ``keep`` step
+        tensors, drop any later ones (written after the last checkpoint)."""
+        h5py = _h5py()
+        try:
+            handle = h5py.File(self._temporary, "r+")
+        except OSError as error:
+            self._stack = None  # leave the file as it is for inspection
+            raise file_error(
+                self._temporary, f"cannot be resumed: it is damaged ({error})"
+            ) from error
+        self._handle = handle
+        attrs = handle.attrs
+        if (
+            _text(attrs.get("format", "")) != FORMAT_NAME
+            or bool(attrs.get("complete", True))
+            or int(attrs.get("hilbert_space_dimension", -1)) != header.hilbert_space_dimension
+            or float(attrs.get("dt", -1.0)) != float(header.dt)
+        ):
+            handle.close()
+            self._handle, self._stack = None, None
+            raise file_error(
+                self._temporary, "cannot be resumed: it is not the partial file of this build"
+            )
+        self._group = handle[TENSOR_GROUP]
+        stored = sorted(int(key) for key in self._group)
+        if stored[:keep] != list(range(keep)):
+            handle.close()
+            self._handle, self._stack = None, None
+            raise file_error(
+                self._temporary, f"cannot be resumed: it lacks some of the first {keep} steps"
+            )
+        for step in stored[keep:]:
+            del self._group[tensor_name(step)]
+        self.shapes = [tuple(self._group[tensor_name(k)].shape[:2]) for k in range(keep)]
+
+    @property
+    def temporary(self) -> str:
+        """The temporary file being written (renamed to ``filename`` on completion)."""
+        return self._temporary
+
+    def flush(self) -> None:
+        """Write everything so far to disk (a consistent file to resume from)."""
+        if self._handle is not None:
+            self._handle.flush()
+            with open(self._temporary, "rb") as raw:
+                os.fsync(raw.fileno())
+
+    def suspend(self) -> None:
+        """Close the temporary file and leave it (not renamed, not removed) so that a
+        later :class:`Writer` with ``resume_from`` continues it."""
+        if self._handle is not None:
+            with contextlib.suppress(Exception):
+                self._handle.close()
+            self._handle = self._group = None
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.pop_all()  # forget the rename/remove of atomic_path
 
     @property
     def closed(self) -> bool:

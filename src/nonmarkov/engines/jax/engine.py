@@ -156,6 +156,12 @@ class JaxWindowEngine:
         )
         return finalised + rest, ranks + rest_ranks
 
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.load_window`: straight onto
+        the device (no host start)."""
+        self._host_start, self._host = False, None
+        self.compiled.load_host_window(window, log_scale, 1, steps=steps)
+
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
         if self._host is not None:
