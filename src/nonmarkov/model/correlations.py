@@ -633,12 +633,13 @@ class PowerLawSD(CustomSD):
         cutoff_value = check.positive_number(cutoff, "cutoff")
 
         def j_function(omega, alpha=self.alpha, zeta=self.zeta, wc=cutoff_value):
-            return 2.0 * alpha * default_np.power(omega, zeta) * wc ** (1.0 - zeta)
+            # 2 alpha w^zeta wc^(1 - zeta), written so that no power overflows
+            return 2.0 * alpha * wc * default_np.power(default_np.asarray(omega) / wc, zeta)
 
         super().__init__(j_function, cutoff, cutoff_type, temperature, name, description)
 
     def _j_scalar(self, omega: float) -> float:
-        return 2.0 * self.alpha * omega**self.zeta * self.cutoff ** (1.0 - self.zeta)
+        return 2.0 * self.alpha * self.cutoff * (omega / self.cutoff) ** self.zeta
 
     def __str__(self) -> str:
         return (
