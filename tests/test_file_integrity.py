@@ -110,3 +110,24 @@ def test_damaged_dynamics_files_are_errors_naming_the_file(tmp_path):
         nm.import_dynamics(truncated)
     with pytest.raises(FileNotFoundError, match="missing.h5"):
         nm.import_dynamics(str(tmp_path / "missing.h5"))
+
+
+@pytest.mark.parametrize("suffix", [".h5", ".npz"])
+def test_dynamics_keep_their_provenance_through_files(tmp_path, suffix):
+    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(0.2, 1, 4.0))
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, tcut=0.3)
+    system, rho0 = nm.System(0.5 * SX), nm.operators.spin_dm("up")
+    tempo = nm.tempo_compute(system, bath, rho0, 0.0, 0.3, parameters, **SILENT)
+    pt = nm.pt_tempo_compute(bath, 0.0, 0.3, parameters, **SILENT)
+    through_pt = nm.compute_dynamics(system, rho0, process_tensor=pt, **SILENT)
+    assert tempo.metadata["created_by"] == "Tempo"
+    assert tempo.metadata["parameters"]["dt"] == 0.1
+    assert tempo.metadata["bath"]["correlations"]["alpha"] == 0.2
+    assert tempo.metadata["system"]["hamiltonian_real"] == (0.5 * SX).real.tolist()
+    assert through_pt.metadata["process_tensors"][0]["created_by"] == "PtTempo"
+    for dynamics in (tempo, through_pt):
+        filename = str(tmp_path / f"dynamics{suffix}")
+        dynamics.export(filename, overwrite=True)
+        assert nm.import_dynamics(filename).metadata == dynamics.metadata
+    with pytest.raises(TypeError):
+        nm.Dynamics(metadata={"not json": object()})

@@ -137,3 +137,26 @@ def test_bad_resume_arguments():
         nm.PtTempo(bath, 0.0, 1.0, parameters, process_tensor_file="x.hdf5", resume="yes")
     with pytest.raises(ValueError, match="checkpoint_interval"):
         nm.PtTempo(bath, 0.0, 1.0, parameters, process_tensor_file="x.hdf5", checkpoint_interval=-1)
+
+
+def test_leftover_files_are_found_and_removed(tmp_path):
+    def old(path):
+        path.write_bytes(b"x")
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+        return str(path)
+
+    orphan = old(tmp_path / ".tmp-abc123pt.hdf5")
+    kept = old(tmp_path / ".tmp-def456other.hdf5")
+    fresh = str(tmp_path / ".tmp-ghi789busy.hdf5")
+    open(fresh, "wb").close()
+    resumable = str(tmp_path / "other.hdf5.checkpoint.npz")
+    np.savez(resumable, temporary=kept)
+    stale = str(tmp_path / "gone.hdf5.checkpoint.npz")
+    np.savez(stale, temporary=str(tmp_path / ".tmp-missing.hdf5"))
+    assert nm.leftover_files(tmp_path) == sorted([orphan, stale])
+    assert nm.leftover_files(tmp_path, remove=True) == sorted([orphan, stale])
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [os.path.basename(p) for p in (kept, fresh, resumable)]
+    )
+    with pytest.raises(NotADirectoryError):
+        nm.leftover_files(tmp_path / "nowhere")

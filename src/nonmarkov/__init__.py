@@ -71,6 +71,7 @@ from .process_tensors.base import SimpleProcessTensor as SimpleProcessTensor
 from .process_tensors.base import TrivialProcessTensor as TrivialProcessTensor
 from .process_tensors.file import FileProcessTensor as FileProcessTensor
 from .process_tensors.file import import_process_tensor as import_process_tensor
+from .process_tensors.file import leftover_files as leftover_files
 from .process_tensors.uniform import UniformProcessTensor as UniformProcessTensor
 
 __all__ = [
@@ -122,6 +123,7 @@ __all__ = [
     "import_dynamics",
     "import_mean_field_dynamics",
     "import_process_tensor",
+    "leftover_files",
     "operators",
     "options",
     "process_tensor",

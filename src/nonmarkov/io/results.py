@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any
@@ -24,6 +25,8 @@ class Dynamics:
     times : optional initial list of times.
     states : optional initial list of (d, d) density matrices.
     name, description : optional text.
+    metadata : optional JSON-serialisable dict of how the dynamics was computed
+        (the algorithms fill it: method, system, baths, parameters); kept in files.
     """
 
     def __init__(
@@ -32,9 +35,15 @@ class Dynamics:
         states: Any = None,
         name: str | None = None,
         description: str | None = None,
+        *,
+        metadata: dict | None = None,
     ):
         self.name = "Unnamed Dynamics" if name is None else str(name)
         self.description = "" if description is None else str(description)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict; got {type(metadata).__name__}")
+        self.metadata: dict = {} if metadata is None else dict(metadata)
+        json.dumps(self.metadata)  # JSON-serialisable, or a TypeError now
         self._times: list[float] = []
         self._states: list[default_np.ndarray] = []
         times = [] if times is None else list(times)
@@ -121,6 +130,7 @@ class Dynamics:
                 "description": self.description,
                 "format": DYNAMICS_FORMAT,
                 "library_version": __version__,
+                "metadata": json.dumps(self.metadata),
             },
         )
 
@@ -142,11 +152,16 @@ def import_dynamics(filename: str) -> Dynamics:
             f"{filename} is damaged: {times.shape[0] if times.ndim else 0} times but states "
             f"of shape {states.shape}"
         )
+    try:
+        metadata = json.loads(str(content.get("metadata", "{}")))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{filename} is damaged: its metadata is not JSON ({error})") from error
     return Dynamics(
         content["times"],
         content["states"],
         name=str(content["name"]),
         description=str(content["description"]),
+        metadata=metadata,
     )
 
 

@@ -41,6 +41,7 @@ from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor, TrivialProcessTensor
 from ..progress import Progress, check_progress_type
 from . import checks
+from .metadata import dynamics_metadata
 
 _DT_TOLERANCE = 1e-10
 
@@ -219,7 +220,17 @@ def compute_dynamics(
     if initial_control is not None:
         rho0 = (initial_control @ rho0.reshape(-1)).reshape(rho0.shape)
     d = system.dimension
-    dynamics = Dynamics(name="dynamics")
+    provenance = dynamics_metadata(
+        "compute_dynamics",
+        system,
+        start_time=start_time,
+        dt=dt,
+        num_steps=num_steps,
+        record_all=record_all,
+        control=control is not None,
+        process_tensors=[pt.metadata for pt in process_tensors],
+    )
+    dynamics = Dynamics(name="dynamics", metadata=provenance)
     dynamics.add(start_time, rho0)
     with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics") as progress:
         readouts = chain_engine(options).run(

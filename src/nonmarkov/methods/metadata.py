@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
+from ..model.system import System
 
 
-def process_tensor_metadata(
-    created_by: str,
-    bath: Bath,
-    parameters: TempoParameters,
-    start_time: float,
-    end_time: float,
-    num_steps: int,
-    unique: bool,
-) -> dict:
-    """JSON-serialisable description of how a process tensor was made (stored in files)."""
+def bath_metadata(bath: Bath) -> dict:
+    """JSON-serialisable description of a bath: coupling operator and correlations."""
     correlations = bath.correlations
     described: dict[str, object] = {
         "type": type(correlations).__name__,
@@ -28,27 +23,67 @@ def process_tensor_metadata(
             described[key] = value
     coupling = bath.coupling_operator
     return {
+        "name": bath.name,
+        "description": bath.description,
+        "coupling_operator_real": coupling.real.tolist(),
+        "coupling_operator_imag": coupling.imag.tolist(),
+        "correlations": described,
+    }
+
+
+def parameters_metadata(parameters: TempoParameters) -> dict:
+    """JSON-serialisable description of TempoParameters."""
+    return {
+        "dt": parameters.dt,
+        "epsrel": parameters.epsrel,
+        "dkmax": parameters.dkmax,
+        "tcut": parameters.tcut,
+        "add_correlation_time": parameters.add_correlation_time,
+        "subdiv_limit": parameters.subdiv_limit,
+        "liouvillian_epsrel": parameters.liouvillian_epsrel,
+        "name": parameters.name,
+        "description": parameters.description,
+    }
+
+
+def process_tensor_metadata(
+    created_by: str,
+    bath: Bath,
+    parameters: TempoParameters,
+    start_time: float,
+    end_time: float,
+    num_steps: int,
+    unique: bool,
+) -> dict:
+    """JSON-serialisable description of how a process tensor was made (stored in files)."""
+    return {
         "created_by": created_by,
         "start_time": start_time,
         "end_time": end_time,
         "num_steps": num_steps,
         "unique": bool(unique),
-        "parameters": {
-            "dt": parameters.dt,
-            "epsrel": parameters.epsrel,
-            "dkmax": parameters.dkmax,
-            "tcut": parameters.tcut,
-            "add_correlation_time": parameters.add_correlation_time,
-            "subdiv_limit": parameters.subdiv_limit,
-            "liouvillian_epsrel": parameters.liouvillian_epsrel,
-            "name": parameters.name,
-            "description": parameters.description,
-        },
-        "bath": {
-            "name": bath.name,
-            "description": bath.description,
-            "coupling_operator_real": coupling.real.tolist(),
-            "coupling_operator_imag": coupling.imag.tolist(),
-            "correlations": described,
-        },
+        "parameters": parameters_metadata(parameters),
+        "bath": bath_metadata(bath),
     }
+
+
+def system_metadata(system: Any) -> dict:
+    """JSON-serialisable description of a system: its type, dimension, name, and for a
+    time-independent one its Hamiltonian and Lindblad rates."""
+    described: dict[str, object] = {
+        "type": type(system).__name__,
+        "dimension": int(system.dimension),
+        "name": getattr(system, "name", ""),
+    }
+    if isinstance(system, System):
+        hamiltonian = system.hamiltonian
+        described["hamiltonian_real"] = hamiltonian.real.tolist()
+        described["hamiltonian_imag"] = hamiltonian.imag.tolist()
+        described["gammas"] = [float(g) for g in system.gammas]
+    return described
+
+
+def dynamics_metadata(created_by: str, system: Any, **details: Any) -> dict:
+    """The provenance a :class:`~nonmarkov.Dynamics` keeps: who made it, the system, and
+    the method's ``details`` (JSON-serialisable: baths, parameters, process tensors)."""
+    return {"created_by": created_by, "system": system_metadata(system), **details}

@@ -33,6 +33,7 @@ from ..model.system import BaseSystem
 from ..options import EngineOptions, resolve
 from ..progress import Progress, check_progress_type
 from . import checks as check
+from .metadata import bath_metadata, dynamics_metadata, parameters_metadata
 
 
 class TempoWindow:
@@ -158,7 +159,17 @@ class Tempo:
             parameters.dt, self._start_time, parameters.subdiv_limit, parameters.liouvillian_epsrel
         )
         self._window = TempoWindow(bath, self._parameters, self.unique, resolve(options))
-        self._dynamics = Dynamics(name=self.name)
+        self._dynamics = Dynamics(
+            name=self.name,
+            metadata=dynamics_metadata(
+                "Tempo",
+                system,
+                start_time=self._start_time,
+                unique=self.unique,
+                parameters=parameters_metadata(self._parameters),
+                bath=bath_metadata(bath),
+            ),
+        )
         self._dynamics.add(self._start_time, initial)
         self._step = 0
         self._first_state = self._window.start(initial, *self._propagators(0))

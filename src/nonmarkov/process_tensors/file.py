@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 import uuid
 import warnings
 from typing import Any
@@ -400,3 +401,44 @@ def import_process_tensor(
     finally:
         file_pt.close()
     return pt
+
+
+def leftover_files(directory: Any, remove: bool = False) -> list[str]:
+    """The files interrupted writes left in ``directory``: temporary files
+    ``.tmp-<random><name>`` that no checkpoint (``<name>.checkpoint.npz``) can resume,
+    and checkpoints whose temporary file is gone. ``remove=True`` deletes them.
+    Temporary files a checkpoint points to are kept (``resume=True`` continues them);
+    so are files modified in the last minute (a write may still be running)."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise NotADirectoryError(f"{directory!r} is not a directory")
+    names = os.listdir(directory)
+    resumable, stale = set(), []
+    for name in names:
+        if not name.endswith(".checkpoint.npz"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with default_np.load(path, allow_pickle=False) as data:
+                partial = os.path.abspath(str(data["temporary"]))
+        except Exception:  # noqa: BLE001 - an unreadable checkpoint cannot resume anything
+            stale.append(path)
+            continue
+        if os.path.exists(partial):
+            resumable.add(partial)
+        else:
+            stale.append(path)
+    now = time.time()
+    temporaries = [
+        os.path.join(directory, name)
+        for name in names
+        if name.startswith(".tmp-")
+        and os.path.abspath(os.path.join(directory, name)) not in resumable
+        and now - os.path.getmtime(os.path.join(directory, name)) > 60.0
+    ]
+    found = sorted(temporaries + stale)
+    if remove:
+        for path in found:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+    return found
