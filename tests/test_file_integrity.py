@@ -131,3 +131,15 @@ def test_dynamics_keep_their_provenance_through_files(tmp_path, suffix):
         assert nm.import_dynamics(filename).metadata == dynamics.metadata
     with pytest.raises(TypeError):
         nm.Dynamics(metadata={"not json": object()})
+
+
+def test_a_non_finite_tensor_in_a_file_is_refused_on_read(pt_file):
+    with h5py.File(pt_file, "r+") as handle:
+        data = handle["tensors/00000001"][()]
+        data[0, 0, 0] = np.nan
+        del handle["tensors/00000001"]
+        handle.create_dataset("tensors/00000001", data=data)  # a valid checksum of a NaN
+    with pytest.raises(
+        nm.process_tensors.hdf5.ProcessTensorFileError, match="step tensor 1 has NaN"
+    ):
+        nm.import_process_tensor(pt_file, "simple")

@@ -279,7 +279,7 @@ class ChainControl:
         or None if no site has one there."""
         found = False
         controls: list[Any] = [None] * len(self)
-        for entry in self._controls[bool(post)]:
+        for entry in self._controls[check.boolean(post, "post")]:
             if entry["step"] != step:
                 continue
             found = True

@@ -129,6 +129,8 @@ def _read_step(
         raise file_error(
             filename, f"is damaged: step tensor {step} cannot be read ({error})"
         ) from error
+    if not default_np.all(default_np.isfinite(tensor)):
+        raise file_error(filename, f"is damaged: step tensor {step} has NaN or infinite entries")
     return tensor
 
 
