@@ -35,6 +35,7 @@ from ..model.system import System
 from ..options import EngineOptions, resolve
 from ..progress import Progress, check_progress_type
 from . import checks as check
+from .metadata import bath_metadata, dynamics_metadata
 
 
 def _check_gibbs_model(system: Any, bath: Any, parameters: Any) -> CustomSD:
@@ -102,10 +103,20 @@ class GibbsTempo:
         self.description = "" if description is None else str(description)
         self._options = resolve(options)
         self._influence = ImaginaryTimeInfluence(bath, parameters.n_steps)
-        self._dynamics = Dynamics(name=self.name)
+        self._dynamics = Dynamics(
+            name=self.name,
+            metadata=dynamics_metadata(
+                "GibbsTempo",
+                system,
+                n_steps=parameters.n_steps,
+                epsrel=parameters.epsrel,
+                bath=bath_metadata(bath),
+            ),
+        )
         self._engine: Any = None
         self._step = 0
         self._log_trace = 0.0
+        self._shift = 0.0  # the energy subtracted from H_S (set by the first step)
         self.max_bond_dimension = 1
 
     @property
