@@ -290,3 +290,63 @@ class TebdEngine(Protocol):
 
     def host_sites(self) -> list[default_np.ndarray]:
         """The site tensors (l, p, a, r) on the host, the chain's scale included."""
+
+
+class GaugedChain:
+    """The gauge-centre bookkeeping both TEBD engines share (the same algorithm on
+    their own kernels): the sites left of ``_centre`` are left isometries, those
+    right of it right isometries; a layer of gates sweeps from the centre's nearer
+    end, after one QR sweep if a site map or process-tensor step broke the gauge.
+
+    Subclasses hold ``_sites`` and give the two QR moves of the centre, the two-site
+    update (which leaves the centre on its right or left site) and ``_device``
+    (a gate on the engine's backend).
+    """
+
+    _sites: list[Any]
+    _centre: int = 0
+    _canonical: bool = False
+
+    def _move_right(self, k: int) -> None:
+        """Move the centre from site ``k`` to ``k`` + 1 (QR of site ``k``)."""
+        raise NotImplementedError
+
+    def _move_left(self, k: int) -> None:
+        """Move the centre from site ``k`` to ``k`` - 1 (QR of site ``k``)."""
+        raise NotImplementedError
+
+    def _two_site(self, site: int, gate: Any, centre_right: bool) -> None:
+        raise NotImplementedError
+
+    def _device(self, array: Any) -> Any:
+        raise NotImplementedError
+
+    def _move_centre(self, target: int) -> None:
+        while self._centre < target:
+            self._move_right(self._centre)
+            self._centre += 1
+        while self._centre > target:
+            self._move_left(self._centre)
+            self._centre -= 1
+
+    def _canonicalise(self) -> None:
+        """One QR sweep over the whole chain, towards the end nearer to the centre."""
+        n = len(self._sites)
+        if self._centre >= n / 2:
+            self._centre = 0
+            self._move_centre(n - 1)
+        else:
+            self._centre = n - 1
+            self._move_centre(0)
+        self._canonical = True
+
+    def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
+        """See :meth:`TebdEngine.apply_gates`."""
+        if not gates:
+            return
+        if not self._canonical:
+            self._canonicalise()
+        ascending = self._centre <= (len(self._sites) - 1) / 2
+        for site, gate in sorted(gates, key=lambda entry: entry[0], reverse=not ascending):
+            self._move_centre(site if ascending else site + 1)
+            self._two_site(site, self._device(gate), ascending)

@@ -32,7 +32,14 @@ from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
 from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
-from .base import ChainRun, LastArguments, PreparedProcessTensor, TebdSpec, WindowSpec
+from .base import (
+    ChainRun,
+    GaugedChain,
+    LastArguments,
+    PreparedProcessTensor,
+    TebdSpec,
+    WindowSpec,
+)
 
 #: Step tensors of a streamed process tensor kept on the host between the backward
 #: (caps) and the forward pass, so that a small one is read only once.
@@ -326,7 +333,7 @@ class DeviceCopies:
         return entry[1]
 
 
-class HostTebdEngine:
+class HostTebdEngine(GaugedChain):
     """A chain MPS with augmented legs on the kernels of :mod:`nonmarkov.kernels.tebd`
     (see :class:`~nonmarkov.engines.base.TebdEngine`).
 
@@ -350,27 +357,16 @@ class HostTebdEngine:
 
     # -------------------------------------------------------------- the gauge
 
-    def _move_centre(self, target: int) -> None:
+    def _move_right(self, k: int) -> None:
         sites = self._sites
-        while self._centre < target:
-            k = self._centre
-            sites[k], sites[k + 1] = orthonormalise_right(sites[k], sites[k + 1])
-            self._centre += 1
-        while self._centre > target:
-            k = self._centre
-            sites[k - 1], sites[k] = orthonormalise_left(sites[k - 1], sites[k])
-            self._centre -= 1
+        sites[k], sites[k + 1] = orthonormalise_right(sites[k], sites[k + 1])
 
-    def _canonicalise(self) -> None:
-        """One QR sweep over the whole chain, towards the end nearer to the centre."""
-        n = len(self._sites)
-        if self._centre >= n / 2:
-            self._centre = 0
-            self._move_centre(n - 1)
-        else:
-            self._centre = n - 1
-            self._move_centre(0)
-        self._canonical = True
+    def _move_left(self, k: int) -> None:
+        sites = self._sites
+        sites[k - 1], sites[k] = orthonormalise_left(sites[k - 1], sites[k])
+
+    def _device(self, array: Any) -> Any:
+        return self._copies(array)
 
     def _two_site(self, site: int, gate: Any, centre_right: bool) -> None:
         left, right, log_norm = two_site_update(
@@ -386,17 +382,6 @@ class HostTebdEngine:
         self._centre = site + 1 if centre_right else site
 
     # -------------------------------------------------------------- operations
-
-    def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_gates`."""
-        if not gates:
-            return
-        if not self._canonical:
-            self._canonicalise()
-        ascending = self._centre <= (len(self._sites) - 1) / 2
-        for site, gate in sorted(gates, key=lambda entry: entry[0], reverse=not ascending):
-            self._move_centre(site if ascending else site + 1)
-            self._two_site(site, self._copies(gate), ascending)
 
     def apply_site_maps(self, maps: Sequence[tuple[int, Any]]) -> None:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_site_maps`."""

@@ -34,7 +34,7 @@ from ...backends.numerical_backend import np
 from ...kernels.tebd import capped_sites, environments, group_vector
 from ...kernels.truncation import rank_rule
 from ...options import EngineOptions
-from ..base import PreparedProcessTensor, TebdSpec
+from ..base import GaugedChain, PreparedProcessTensor, TebdSpec
 from .compiler import compile_kernel
 
 
@@ -229,7 +229,7 @@ def _pad(array: Any, shape: tuple[int, ...]) -> default_np.ndarray:
     return out
 
 
-class JaxTebdEngine:
+class JaxTebdEngine(GaugedChain):
     """The TEBD engine on JAX (see :class:`~nonmarkov.engines.base.TebdEngine` and the
     module docstring); the same algorithm as :class:`~nonmarkov.engines.host.HostTebdEngine`
     (gauge centre, sweep directions), on padded arrays and compiled kernels."""
@@ -276,26 +276,13 @@ class JaxTebdEngine:
     def _true_of(self, k: int) -> Any:
         return default_np.asarray(self._true[k], dtype=default_np.int32)
 
-    def _move_centre(self, target: int) -> None:
+    def _move_right(self, k: int) -> None:
         sites = self._sites
-        while self._centre < target:
-            k = self._centre
-            sites[k], sites[k + 1] = _kernel("right_move")(sites[k], sites[k + 1], self._true_of(k))
-            self._centre += 1
-        while self._centre > target:
-            k = self._centre
-            sites[k - 1], sites[k] = _kernel("left_move")(sites[k - 1], sites[k], self._true_of(k))
-            self._centre -= 1
+        sites[k], sites[k + 1] = _kernel("right_move")(sites[k], sites[k + 1], self._true_of(k))
 
-    def _canonicalise(self) -> None:
-        n = len(self._sites)
-        if self._centre >= n / 2:
-            self._centre = 0
-            self._move_centre(n - 1)
-        else:
-            self._centre = n - 1
-            self._move_centre(0)
-        self._canonical = True
+    def _move_left(self, k: int) -> None:
+        sites = self._sites
+        sites[k - 1], sites[k] = _kernel("left_move")(sites[k - 1], sites[k], self._true_of(k))
 
     def _two_site(self, site: int, gate: Any, centre_right: bool) -> None:
         left, right = self._sites[site], self._sites[site + 1]
@@ -328,17 +315,6 @@ class JaxTebdEngine:
         self._bonds[site + 1] = size
 
     # -------------------------------------------------------------- operations
-
-    def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_gates`."""
-        if not gates:
-            return
-        if not self._canonical:
-            self._canonicalise()
-        ascending = self._centre <= (len(self._sites) - 1) / 2
-        for site, gate in sorted(gates, key=lambda entry: entry[0], reverse=not ascending):
-            self._move_centre(site if ascending else site + 1)
-            self._two_site(site, self._device(gate), ascending)
 
     def apply_site_maps(self, maps: Sequence[tuple[int, Any]]) -> None:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_site_maps`."""
