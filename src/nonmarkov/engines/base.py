@@ -22,10 +22,14 @@ says otherwise; each engine keeps its own arrays where it computes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as default_np
+
+from ..backends.numerical_backend import np
+from ..kernels.tebd import environments, group_vector
 
 #: How the oldest point of a full window is handled.
 OLDEST_MODES = ("trace", "finalize")
@@ -298,14 +302,16 @@ class GaugedChain:
     right of it right isometries; a layer of gates sweeps from the centre's nearer
     end, after one QR sweep if a site map or process-tensor step broke the gauge.
 
-    Subclasses hold ``_sites`` and give the two QR moves of the centre, the two-site
-    update (which leaves the centre on its right or left site) and ``_device``
-    (a gate on the engine's backend).
+    Subclasses hold ``_sites``, ``_log_scale`` and a ``_traces`` cache, and give the
+    two QR moves of the centre, the two-site update (which leaves the centre on its
+    right or left site) and ``_device`` (a host array on the engine's backend).
     """
 
     _sites: list[Any]
     _centre: int = 0
     _canonical: bool = False
+    _log_scale: float = 0.0
+    _traces: dict[int, Any]
 
     def _move_right(self, k: int) -> None:
         """Move the centre from site ``k`` to ``k`` + 1 (QR of site ``k``)."""
@@ -350,3 +356,27 @@ class GaugedChain:
         for site, gate in sorted(gates, key=lambda entry: entry[0], reverse=not ascending):
             self._move_centre(site if ascending else site + 1)
             self._two_site(site, self._device(gate), ascending)
+
+    def _trace_vector(self, d2: int) -> Any:
+        """vec(1) of a site of Liouville dimension ``d2``, on the engine's backend."""
+        if d2 not in self._traces:
+            d = math.isqrt(d2)
+            self._traces[d2] = self._device(default_np.identity(d).reshape(-1))
+        return self._traces[d2]
+
+    def _read_capped(
+        self, capped: list[Any], groups: Sequence[tuple[int, ...]]
+    ) -> tuple[complex, list[default_np.ndarray]]:
+        """:meth:`TebdEngine.read_out` from the sites with their caps applied."""
+        transfers = [
+            np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
+            for site in capped
+        ]
+        left, right = environments(transfers)
+        scale = math.exp(self._log_scale)
+        total = complex(np.to_host(left[-1])[0]) * scale
+        vectors = []
+        for group in groups:
+            vector = group_vector(capped, transfers, left[group[0]], right[group[-1] + 1], group)
+            vectors.append(default_np.asarray(np.to_host(vector)) * scale)
+        return total, vectors

@@ -22,8 +22,6 @@ from ..kernels.tebd import (
     apply_process_step,
     apply_site_map,
     capped_sites,
-    environments,
-    group_vector,
     orthonormalise_left,
     orthonormalise_right,
     two_site_update,
@@ -397,34 +395,11 @@ class HostTebdEngine(GaugedChain):
             )
             self._canonical = False
 
-    def _trace_vector(self, d2: int) -> Any:
-        if d2 not in self._traces:
-            d = math.isqrt(d2)
-            self._traces[d2] = to_backend(default_np.identity(d).reshape(-1))
-        return self._traces[d2]
-
     def read_out(
         self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
     ) -> tuple[complex, list[default_np.ndarray]]:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.read_out`."""
-        capped = capped_sites(self._sites, [to_backend(cap) for cap in caps])
-        transfers = [
-            np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
-            for site in capped
-        ]
-        left, right = environments(transfers)
-        scale = math.exp(self._log_scale)
-        total = complex(np.to_host(left[-1])[0]) * scale
-        vectors = [
-            default_np.asarray(
-                np.to_host(
-                    group_vector(capped, transfers, left[group[0]], right[group[-1] + 1], group)
-                )
-            )
-            * scale
-            for group in groups
-        ]
-        return total, vectors
+        return self._read_capped(capped_sites(self._sites, [to_backend(c) for c in caps]), groups)
 
     def bond_dimensions(self) -> list[int]:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.bond_dimensions`."""

@@ -557,14 +557,22 @@ class PtTebd:
         if controls is not None:
             self._engine.apply_site_maps([(k, c) for k, c in enumerate(controls) if c is not None])
 
+    def _started(self) -> int:
+        """The current step, initialising the chain on the first call."""
+        if self._step is None:
+            self.initialize()
+        if self._step is None:
+            raise RuntimeError("PtTebd.initialize did not set the step")
+        return self._step
+
     def _caps(self) -> list[Any]:
-        assert self._step is not None
+        step = self._started()
         caps = []
         for prepared in self._prepared:
-            if prepared is None or self._step == 0:
+            if prepared is None or step == 0:
                 caps.append(_NO_BOND)
             else:
-                caps.append(prepared.cap(self._step - 1))
+                caps.append(prepared.cap(step - 1))
         return caps
 
     def _read(self, groups: list[tuple[int, ...]]) -> tuple[complex, list[default_np.ndarray]]:
@@ -582,10 +590,7 @@ class PtTebd:
 
     def compute_step(self) -> None:
         """One step (see the module docstring) and its read-out."""
-        if self._step is None:
-            self.initialize()
-        step = self._step
-        assert step is not None
+        step = self._started()
         if step + 1 > self.max_step:
             raise ValueError(
                 f"step {step + 1} is beyond the process tensors' {self.max_step} steps"
@@ -620,12 +625,9 @@ class PtTebd:
             raise ValueError(
                 f"end_step {end_step} is beyond the process tensors' {self.max_step} steps"
             )
-        if self._step is None:
-            self.initialize()
-        assert self._step is not None
-        count = max(0, end_step - self._step)
+        count = max(0, end_step - self._started())
         with hot_loop_threads(), Progress(count, progress_type, "PT-TEBD") as progress:
-            while self._step < end_step:
+            for _ in range(count):
                 self.compute_step()
                 progress.update(1)
         return self.get_results()

@@ -65,7 +65,24 @@ def _superoperator(value: Any, name: str, dimension: int) -> default_np.ndarray:
     return matrix
 
 
-class SystemChain:
+class _Sites:
+    """What a chain and its controls share: the site dimensions, a name, a description."""
+
+    def __init__(self, hilbert_space_dimensions: Any, name: str | None, description: str | None):
+        self._hs_dims = chain_dimensions(hilbert_space_dimensions, "hilbert_space_dimensions")
+        self.name = f"Unnamed {type(self).__name__}" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+
+    def __len__(self) -> int:
+        return len(self._hs_dims)
+
+    @property
+    def hs_dims(self) -> default_np.ndarray:
+        """The site dimensions (n,) (a copy)."""
+        return self._hs_dims.copy()
+
+
+class SystemChain(_Sites):
     """A 1D chain of systems with site and nearest-neighbour Liouvillians.
 
     Parameters
@@ -85,9 +102,7 @@ class SystemChain:
         name: str | None = None,
         description: str | None = None,
     ):
-        self._hs_dims = chain_dimensions(hilbert_space_dimensions, "hilbert_space_dimensions")
-        self.name = "Unnamed SystemChain" if name is None else str(name)
-        self.description = "" if description is None else str(description)
+        super().__init__(hilbert_space_dimensions, name, description)
         dims = self._hs_dims
         self._site_liouvillians = [default_np.zeros((d**2, d**2), dtype=complex) for d in dims]
         self._nn_liouvillians = [
@@ -95,18 +110,10 @@ class SystemChain:
             for dl, dr in zip(dims[:-1], dims[1:])
         ]
 
-    def __len__(self) -> int:
-        return len(self._hs_dims)
-
     def __str__(self) -> str:
         return (
             f"SystemChain {self.name!r}: {len(self)} sites of dimensions {self._hs_dims.tolist()}"
         )
-
-    @property
-    def hs_dims(self) -> default_np.ndarray:
-        """The site dimensions (n,) (a copy)."""
-        return self._hs_dims.copy()
 
     @property
     def site_liouvillians(self) -> list[default_np.ndarray]:
@@ -223,7 +230,7 @@ class SystemChain:
         return full
 
 
-class ChainControl:
+class ChainControl(_Sites):
     """Single-site control superoperators at time steps of a chain.
 
     A control at step k acts on the chain state at t_k: before it is recorded
@@ -244,18 +251,8 @@ class ChainControl:
         name: str | None = None,
         description: str | None = None,
     ):
-        self._hs_dims = chain_dimensions(hilbert_space_dimensions, "hilbert_space_dimensions")
-        self.name = "Unnamed ChainControl" if name is None else str(name)
-        self.description = "" if description is None else str(description)
+        super().__init__(hilbert_space_dimensions, name, description)
         self._controls: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
-
-    def __len__(self) -> int:
-        return len(self._hs_dims)
-
-    @property
-    def hs_dims(self) -> default_np.ndarray:
-        """The site dimensions (n,) (a copy)."""
-        return self._hs_dims.copy()
 
     def add_single_site_control(
         self,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as default_np
 
 from ...backends.numerical_backend import np
-from ...kernels.tebd import capped_sites, environments, group_vector
+from ...kernels.tebd import capped_sites
 from ...kernels.truncation import rank_rule
 from ...options import EngineOptions
 from ..base import GaugedChain, PreparedProcessTensor, TebdSpec
@@ -343,12 +343,6 @@ class JaxTebdEngine(GaugedChain):
             self._true[site][1] = a2
             self._canonical = False
 
-    def _trace_vector(self, d2: int) -> Any:
-        if d2 not in self._traces:
-            d = math.isqrt(d2)
-            self._traces[d2] = self._device(default_np.identity(d).reshape(-1))
-        return self._traces[d2]
-
     def read_out(
         self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
     ) -> tuple[complex, list[default_np.ndarray]]:
@@ -357,19 +351,7 @@ class JaxTebdEngine(GaugedChain):
             self._jax.device_put(_pad(cap, (site.shape[2],)))
             for cap, site in zip(caps, self._sites)
         ]
-        capped = capped_sites(self._sites, padded)
-        transfers = [
-            np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
-            for site in capped
-        ]
-        left, right = environments(transfers)
-        scale = math.exp(self._log_scale)
-        total = complex(np.to_host(left[-1])[0]) * scale
-        vectors = []
-        for group in groups:
-            vector = group_vector(capped, transfers, left[group[0]], right[group[-1] + 1], group)
-            vectors.append(default_np.asarray(np.to_host(vector)) * scale)
-        return total, vectors
+        return self._read_capped(capped_sites(self._sites, padded), groups)
 
     def bond_dimensions(self) -> list[int]:
         """See :meth:`~nonmarkov.engines.base.TebdEngine.bond_dimensions`."""
