@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+import sys
+from typing import Any, Literal
 
 import numpy as default_np
 
@@ -73,8 +74,101 @@ def choice(value: Any, valid: tuple[str, ...], name: str) -> str:
     return value
 
 
-def square_matrix(value: Any, name: str, dimension: int | None = None) -> default_np.ndarray:
-    """``value`` as a finite complex128 (d, d) NumPy array, d == ``dimension`` if given."""
+MatrixKind = Literal["operator", "state", "superoperator"]
+
+_QOBJ_TYPES_OF_KIND: dict[str, tuple[str, ...]] = {
+    "operator": ("oper",),
+    "state": ("oper", "ket"),
+    "superoperator": ("super",),
+}
+
+
+def is_qobj(value: Any) -> bool:
+    """Whether ``value`` is a ``qutip.Qobj`` (False whenever QuTiP was never imported)."""
+    qutip = sys.modules.get("qutip")
+    return qutip is not None and isinstance(value, qutip.Qobj)
+
+
+def from_qutip(value: Any, name: str, kind: MatrixKind = "operator") -> Any:
+    """``value`` as a NumPy array if it is a ``qutip.Qobj``, else ``value`` unchanged.
+
+    The one rule by which QuTiP objects enter the library (every operator,
+    state and superoperator input passes through :func:`square_matrix`,
+    which calls this first). QuTiP is never imported here: a ``Qobj`` can
+    only exist once the user has imported ``qutip``, so the check looks in
+    ``sys.modules``.
+
+    ``kind`` says what the caller expects:
+
+    - ``'operator'``: a Qobj of type ``'oper'`` gives its (d, d) matrix
+      (composite dimensions are flattened, as ``Qobj.full()`` does);
+    - ``'state'``: also a ket |psi> (type ``'ket'``), which gives
+      |psi><psi|, a (d, d) density matrix (normalise the ket first);
+    - ``'superoperator'``: a Qobj of type ``'super'``, which QuTiP writes
+      for column-stacked density matrices; it is converted to this library's
+      row-major convention, vec(A rho B) = (A kron B^T) vec(rho) (a Choi or
+      chi representation is first turned into a superoperator by QuTiP's
+      ``to_super``).
+
+    Any other Qobj type is a ``TypeError`` naming ``name``, the type given
+    and the types allowed.
+    """
+    if not is_qobj(value):
+        return value
+    qutip = sys.modules["qutip"]
+    allowed = _QOBJ_TYPES_OF_KIND[kind]
+    qobj_type = value.type
+    if qobj_type not in allowed:
+        hint = ""
+        if qobj_type == "ket" and kind == "operator":
+            hint = " (a ket is accepted for a state only; pass ket.proj() for |psi><psi|)"
+        elif qobj_type == "oper" and kind == "superoperator":
+            hint = (
+                " (pass qutip.to_super(U) for rho -> U rho U^dagger, or a superoperator "
+                "built with qutip.spre/spost/sprepost)"
+            )
+        elif qobj_type == "bra":
+            hint = " (pass bra.dag() for a ket)"
+        raise TypeError(
+            f"{name} must be a {kind}: a QuTiP Qobj of type {' or '.join(map(repr, allowed))} "
+            f"or an array; got a Qobj of type {qobj_type!r}{hint}"
+        )
+    if qobj_type == "ket":
+        vector = default_np.asarray(value.full(), dtype=default_np.complex128).reshape(-1)
+        return default_np.outer(vector, vector.conj())
+    if qobj_type == "super":
+        if value.superrep != "super":
+            value = qutip.to_super(value)
+        return _column_to_row_stacking(
+            default_np.asarray(value.full(), dtype=default_np.complex128), name
+        )
+    return default_np.asarray(value.full(), dtype=default_np.complex128)
+
+
+def _column_to_row_stacking(matrix: default_np.ndarray, name: str) -> default_np.ndarray:
+    """A superoperator on column-stacked vec(rho) (QuTiP's) as one on row-major vec(rho).
+
+    Column stacking puts rho[i, j] at index i + d j, row-major at i d + j, so
+    the two differ by swapping the two halves of each Liouville index.
+    """
+    d2 = matrix.shape[0]
+    d = math.isqrt(d2)
+    if matrix.shape != (d2, d2) or d * d != d2:
+        raise ValueError(
+            f"{name} must be a (d^2, d^2) superoperator; got a Qobj of shape {matrix.shape}"
+        )
+    return matrix.reshape(d, d, d, d).transpose(1, 0, 3, 2).reshape(d2, d2)
+
+
+def square_matrix(
+    value: Any, name: str, dimension: int | None = None, kind: MatrixKind = "operator"
+) -> default_np.ndarray:
+    """``value`` as a finite complex128 (d, d) NumPy array, d == ``dimension`` if given.
+
+    ``value`` is anything NumPy turns into a square matrix, or a ``qutip.Qobj``
+    of the ``kind`` asked for (:func:`from_qutip`).
+    """
+    value = from_qutip(value, name, kind)
     if callable(value):
         raise TypeError(f"{name} must be a matrix, not a callable")
     try:
@@ -109,8 +203,8 @@ def density_matrix(
     tolerance: float = DENSITY_MATRIX_TOLERANCE,
 ) -> default_np.ndarray:
     """A (d, d) density matrix: Hermitian, trace 1 and positive semi-definite
-    within ``tolerance``."""
-    matrix = square_matrix(value, name, dimension)
+    within ``tolerance``; a ``qutip.Qobj`` ket |psi> is taken as |psi><psi|."""
+    matrix = square_matrix(value, name, dimension, kind="state")
     deviation = float(default_np.max(default_np.abs(matrix - matrix.conj().T)))
     if deviation > tolerance:
         raise ValueError(f"{name} must be Hermitian; max |rho - rho^dagger| = {deviation:.3g}")

@@ -59,7 +59,7 @@ def _site_index(site: Any, length: int, name: str = "site") -> int:
 
 
 def _superoperator(value: Any, name: str, dimension: int) -> default_np.ndarray:
-    matrix = check.square_matrix(value, name)
+    matrix = check.square_matrix(value, name, kind="superoperator")
     if matrix.shape[0] != dimension:
         raise ValueError(f"{name} must be ({dimension}, {dimension}); got {matrix.shape}")
     return matrix
@@ -180,10 +180,20 @@ class SystemChain(_Sites):
 
     def add_nn_liouvillian(self, site: int, liouvillian_l_r: Any) -> None:
         """Add a two-site superoperator (d_k^2 d_{k+1}^2, same) to the pair
-        (``site``, ``site`` + 1)."""
+        (``site``, ``site`` + 1).
+
+        A ``qutip.Qobj`` superoperator on the pair's joint density matrix is
+        reordered from the joint row-major vectorisation to the site-by-site
+        one used here.
+        """
         site = self._pair(site)
-        d2 = int(self._hs_dims[site] ** 2 * self._hs_dims[site + 1] ** 2)
+        d_l, d_r = int(self._hs_dims[site]), int(self._hs_dims[site + 1])
+        d2 = (d_l * d_r) ** 2
         matrix = _superoperator(liouvillian_l_r, "liouvillian_l_r", d2)
+        if check.is_qobj(liouvillian_l_r):
+            # index (i_l, i_r, j_l, j_r) of rho_joint[i, j] -> (i_l, j_l, i_r, j_r)
+            dims = (d_l, d_r, d_l, d_r)
+            matrix = matrix.reshape(dims + dims).transpose(0, 2, 1, 3, 4, 6, 5, 7).reshape(d2, d2)
         self._nn_liouvillians[site] = self._nn_liouvillians[site] + matrix
 
     def add_nn_dissipation(

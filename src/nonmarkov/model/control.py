@@ -83,7 +83,9 @@ class Control:
         ``post=False``: it acts at that step before the state is recorded;
         ``post=True``: after (see the class docstring).
         """
-        operator = check.square_matrix(control_operation, "control_operation", self.dimension**2)
+        operator = check.square_matrix(
+            control_operation, "control_operation", self.dimension**2, kind="superoperator"
+        )
         post = check.boolean(post, "post")
         if isinstance(time, bool):
             raise TypeError("time must be a step (int) or a time (float); got a bool")
@@ -119,7 +121,9 @@ class Control:
         d2 = self.dimension**2
         where = f"continuous control {_function_name(function)} at t={t:.12g}"
         try:
-            value = default_np.asarray(function(t), dtype=default_np.complex128)
+            value = default_np.asarray(
+                check.from_qutip(function(t), where, "superoperator"), dtype=default_np.complex128
+            )
         except (TypeError, ValueError) as error:
             raise ValueError(f"{where} did not return an array of numbers: {error}") from error
         if value.shape != (d2, d2):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as default_np
 
-from ..validation import HERMITICITY_TOLERANCE
+from ..validation import HERMITICITY_TOLERANCE, from_qutip
 
 
 def call(function: Callable[..., Any], label: str, *arguments: Any) -> Any:
@@ -72,7 +72,11 @@ def real_array(values: Any, label: str, arguments: Any, non_negative: bool = Fal
 
 
 def matrix(value: Any, label: str, dimension: int, hermitian: bool) -> default_np.ndarray:
-    """A finite complex (d, d) array (Hermitian if asked), else a ValueError naming ``label``."""
+    """A finite complex (d, d) array (Hermitian if asked), else a ValueError naming ``label``.
+
+    ``value`` may be a ``qutip.Qobj`` operator (:func:`nonmarkov.validation.from_qutip`).
+    """
+    value = from_qutip(value, label)
     try:
         array = default_np.asarray(value, dtype=complex)
     except (TypeError, ValueError) as error:

@@ -157,7 +157,7 @@ def preparation(density_matrix) -> default_np.ndarray:
 
     ``rho -> Tr(rho) sigma``: the matrix vec(sigma) vec(I)^T, (d^2, d^2).
     """
-    matrix = _as_matrix(density_matrix, "density_matrix")
+    matrix = square_matrix(density_matrix, "density_matrix", kind="state")
     dim = matrix.shape[0]
     return default_np.outer(matrix.flatten(), default_np.identity(dim).flatten())
 
