@@ -1,6 +1,7 @@
 """OQuPy's module path ``system``; the code lives in :mod:`nonmarkov.model.system`."""
 
 from .model.chain import SystemChain as SystemChain
+from .model.parameterized import ParameterizedSystem as ParameterizedSystem
 from .model.system import BaseSystem as BaseSystem
 from .model.system import MeanFieldSystem as MeanFieldSystem
 from .model.system import System as System

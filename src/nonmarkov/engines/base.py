@@ -220,6 +220,37 @@ class ChainEngine(Protocol):
         tensors' step, ``second``, ``after`` (if not None); all four (d^2, d^2)
         host arrays."""
 
+    def step_transposed(
+        self,
+        adjoint: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> Any:
+        """The transpose of :meth:`step`: take an adjoint vector (bonds after ``step``...,
+        [batch,] d^2) back to one with the bonds before it, (bonds..., [batch,] d^2):
+        ``after``^T, ``second``^T, each process tensor's step transposed (the last
+        process tensor first), ``first``^T, ``before``^T. For any states x and y,
+        y . step(x) = step_transposed(y) . x, summed over bonds and d^2."""
+
+    def differentiable(
+        self,
+        process_tensors: Sequence[Any],
+        num_steps: int,
+        record_all: bool,
+        generator: Callable[[Any], Any],
+        dt: float,
+    ) -> Callable[..., Any]:
+        """A differentiable ``dynamics(parameters, initial, after=None)`` of a run of
+        ``num_steps`` steps: the read-outs (N, d^2) (or (1, d^2), the last only) of
+        the half-step propagators expm(L(p) dt/2) of ``generator(p)`` -> L (d^2, d^2)
+        for each row p of parameters (2N, M), from the vectorised initial state
+        (d^2,), with the superoperators after (N, d^2, d^2) applied after each
+        step. Engines without automatic differentiation raise a ValueError."""
+
 
 class LastArguments:
     """``function(*arrays)``, computed again only when called with other array objects.

@@ -10,7 +10,7 @@ cover (controls, time-dependent systems, process tensors read from files).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as default_np
@@ -297,6 +297,48 @@ class HostChainEngine:
         if after is not None:
             state = apply_superoperator(state, after)
         return state
+
+    def step_transposed(
+        self,
+        adjoint: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> Any:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.step_transposed`."""
+        first, second = self._propagators(first, second)
+        before, after = self._controls(before, after)
+        if after is not None:
+            adjoint = apply_superoperator(adjoint, after.T)
+        adjoint = apply_superoperator(adjoint, second.T)
+        for axis in range(len(prepared) - 1, -1, -1):
+            pt = prepared[axis]
+            adjoint = apply_superoperator(adjoint, pt.transform_out.T)
+            tensor = np.swapaxes(pt.tensor(step), 0, 1)
+            adjoint = apply_step_tensor(adjoint, tensor, pt.classes, axis)
+            adjoint = apply_superoperator(adjoint, pt.transform_in.T)
+        adjoint = apply_superoperator(adjoint, first.T)
+        if before is not None:
+            adjoint = apply_superoperator(adjoint, before.T)
+        return adjoint
+
+    def differentiable(
+        self,
+        process_tensors: Sequence[BaseProcessTensor],
+        num_steps: int,
+        record_all: bool,
+        generator: Callable[[Any], Any],
+        dt: float,
+    ) -> Callable[..., Any]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.differentiable`: not on NumPy."""
+        raise ValueError(
+            "automatic differentiation needs the JAX backend "
+            "(nonmarkov.backends.set_backend('jax')); on NumPy use the adjoint method, "
+            "state_gradient"
+        )
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""

@@ -16,12 +16,19 @@ import numpy
 
 from .. import validation
 from ..model.bath import Bath
+from ..model.parameterized import ParameterizedSystem
 from ..model.parameters import TempoParameters, check_bath_interval
 from ..model.system import BaseSystem, TimeDependentSystemWithField
 
 
-def system_without_field(system: Any) -> None:
-    """Raise unless ``system`` is a System or TimeDependentSystem."""
+def system_without_field(system: Any, parameterized: bool = False) -> None:
+    """Raise unless ``system`` is a System or TimeDependentSystem (a ParameterizedSystem
+    where ``parameterized``)."""
+    if isinstance(system, ParameterizedSystem) and not parameterized:
+        raise TypeError(
+            "a ParameterizedSystem needs its parameters: use compute_gradient_and_dynamics "
+            "or state_gradient, or give compute_dynamics a TimeDependentSystem"
+        )
     if isinstance(system, TimeDependentSystemWithField):
         raise TypeError(
             "a TimeDependentSystemWithField needs its field: use MeanFieldTempo or "

@@ -130,14 +130,16 @@ def check_dynamics_inputs(
     num_steps: Any,
     control: Any,
     progress_type: Any,
+    parameterized: bool = False,
 ) -> tuple[list[BaseProcessTensor], default_np.ndarray, float, float, int, str]:
-    """Check the arguments shared by the functions that propagate a system.
+    """Check the arguments shared by the functions that propagate a system
+    (``parameterized``: a :class:`ParameterizedSystem` is what is asked for).
 
     Returns (process tensors without trivial ones, rho0 (d, d), start_time,
     dt, num_steps, progress_type); raises TypeError/ValueError naming the
     argument otherwise.
     """
-    checks.system_without_field(system)
+    checks.system_without_field(system, parameterized)
     if initial_state is None:
         raise ValueError("initial_state must be given: a (d, d) density matrix")
     rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)

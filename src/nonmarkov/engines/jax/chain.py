@@ -16,7 +16,7 @@ Everything here is array algebra; requires JAX.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as default_np
@@ -70,15 +70,26 @@ def stack_padded(
 
 
 def _run(
-    state: Any, first: Any, second: Any, baths: tuple[tuple[Any, ...], ...], record_all: bool
+    state: Any,
+    first: Any,
+    second: Any,
+    after: Any,
+    baths: tuple[tuple[Any, ...], ...],
+    record_all: bool,
+    remat: bool = False,
 ) -> Any:
-    """The scan over steps (traced by ``jax.jit``).
+    """The scan over steps (traced by ``jax.jit``; differentiable).
 
-    Shapes: state (B_1, ..., B_n, d^2), first and second (d^2, d^2); each
-    entry of ``baths`` is (transform_in (d^2, d^2), transform_out (d^2, d^2),
-    classes (d^2,) int, table (U, B, B, m), cap table (U, B), rows (N,) int).
+    Shapes: state (B_1, ..., B_n, d^2); first and second (N, d^2, d^2), the
+    half-step propagators of each step; after (N, d^2, d^2), a superoperator
+    applied after each step's propagation, or None; each entry of ``baths`` is
+    (transform_in (d^2, d^2), transform_out (d^2, d^2), classes (d^2,) int,
+    table (U, B, B, m), cap table (U, B), rows (N,) int). ``remat``: recompute
+    each step's intermediates in a backward pass (``jax.checkpoint``) instead of
+    storing them, so that reverse-mode autodiff holds one state per step.
     Returns the read-outs (N, d^2), or (1, d^2) for the last step only.
     """
+    import jax
     import jax.numpy as jnp
     from jax import lax
 
@@ -90,8 +101,9 @@ def _run(
             state = jnp.tensordot(cap, state, axes=([0], [0]))
         return state
 
-    def step(state: Any, rows: tuple[Any, ...]) -> tuple[Any, Any]:
-        state = apply(state, first)
+    def step(state: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+        rows, first_k, second_k, after_k = inputs
+        state = apply(state, first_k)
         caps = []
         for axis, (transform_in, transform_out, classes, table, cap_table, _) in enumerate(baths):
             caps.append(cap_table[rows[axis]])
@@ -100,11 +112,15 @@ def _run(
             moved = jnp.moveaxis(state, axis, -2)
             moved = jnp.einsum("...ba,bca->...ca", moved, expanded)
             state = apply(jnp.moveaxis(moved, -2, axis), transform_out)
-        state = apply(state, second)
+        state = apply(state, second_k)
+        if after_k is not None:
+            state = apply(state, after_k)
         readout = close(state, caps) if record_all else None
         return state, readout
 
-    state, readouts = lax.scan(step, state, tuple(bath[5] for bath in baths))
+    body = jax.checkpoint(step) if remat else step
+    inputs = (tuple(bath[5] for bath in baths), first, second, after)
+    state, readouts = lax.scan(body, state, inputs)
     if record_all:
         return readouts
     return close(state, [bath[4][bath[5][-1]] for bath in baths])[None]
@@ -112,7 +128,28 @@ def _run(
 
 @functools.cache
 def _compiled_run(record_all: bool, backend: str) -> Any:
-    return compile_kernel(functools.partial(_run, record_all=record_all))
+    return compile_kernel(functools.partial(_run, after=None, record_all=record_all))
+
+
+def _initial_state(vector: Any, bonds: tuple[int, ...], dtype: Any) -> default_np.ndarray:
+    """The vectorised state (d^2,) as (B_1, ..., B_n, d^2), zero but at bonds 0."""
+    padded = default_np.zeros(bonds + (vector.shape[-1],), dtype)
+    padded[(0,) * len(bonds)] = default_np.asarray(vector).reshape(-1)
+    return padded
+
+
+def _host_baths(baths: Sequence[tuple[Any, ...]], dtype: Any) -> tuple[tuple[Any, ...], ...]:
+    return tuple(
+        (
+            default_np.asarray(b[0], dtype),
+            default_np.asarray(b[1], dtype),
+            default_np.asarray(b[2], default_np.int32),
+            b[3],
+            b[4],
+            b[5],
+        )
+        for b in baths
+    )
 
 
 def run_chain(
@@ -124,31 +161,61 @@ def run_chain(
 ) -> default_np.ndarray:
     """Contract all steps on the device; one transfer in, one out.
 
-    ``state`` (1, ..., 1, d^2) host array; ``first``/``second`` (d^2, d^2) the
-    half-step propagators of every step; ``baths`` per process tensor
-    (transform_in, transform_out, classes, table (U, B, B, m), cap table (U, B),
-    rows (N,)) as from :func:`stack_padded`. Returns the read-outs
-    on the host, (N, d^2) with ``record_all`` else (1, d^2) for the last step.
+    ``state`` (d^2,) host array; ``first``/``second`` (N, d^2, d^2) the half-step
+    propagators of each step; ``baths`` per process tensor (transform_in,
+    transform_out, classes, table (U, B, B, m), cap table (U, B), rows (N,)) as
+    from :func:`stack_padded`. Returns the read-outs on the host, (N, d^2) with
+    ``record_all`` else (1, d^2) for the last step.
     """
     import jax
 
     dtype = baths[0][3].dtype if baths else default_np.asarray(first).dtype
     bonds = tuple(bath[3].shape[1] for bath in baths)
-    padded = default_np.zeros(bonds + (state.shape[-1],), dtype)
-    padded[(0,) * len(bonds)] = default_np.asarray(state).reshape(-1)
-    on_host = tuple(
-        (
-            default_np.asarray(b[0], dtype),
-            default_np.asarray(b[1], dtype),
-            default_np.asarray(b[2], default_np.int32),
-            b[3],
-            b[4],
-            b[5],
-        )
-        for b in baths
-    )
     device = jax.device_put(
-        (padded, default_np.asarray(first, dtype), default_np.asarray(second, dtype), on_host)
+        (
+            _initial_state(default_np.asarray(state), bonds, dtype),
+            default_np.asarray(first, dtype),
+            default_np.asarray(second, dtype),
+            _host_baths(baths, dtype),
+        )
     )
-    readouts = _compiled_run(bool(record_all), jax.default_backend())(*device)
+    readouts = _compiled_run(bool(record_all), jax.default_backend())(
+        device[0], device[1], device[2], baths=device[3]
+    )
     return default_np.asarray(jax.device_get(readouts))
+
+
+def differentiable_chain(
+    baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
+    generator: Callable[[Any], Any],
+    dt: float,
+    record_all: bool,
+) -> Callable[..., Any]:
+    """A compiled, differentiable ``dynamics(parameters, initial, after=None)``.
+
+    ``generator(row)`` -> L (d^2, d^2), traceable, of one parameter row (M,);
+    ``baths`` as for :func:`run_chain`. ``dynamics`` takes parameters (2N, M),
+    the vectorised initial state (d^2,) and optionally the superoperators (N,
+    d^2, d^2) applied after each step, all JAX arrays or host arrays, and returns
+    the read-outs (N, d^2) (or (1, d^2), the last only). The propagators are
+    expm(L dt/2) of each row (2N, d^2, d^2); the scan recomputes each step in a
+    backward pass (``remat``), so reverse-mode autodiff stores one state per step.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    dtype = baths[0][3].dtype
+    bonds = tuple(bath[3].shape[1] for bath in baths)
+    tables = jax.device_put(_host_baths(baths, dtype))
+    zero = jnp.zeros(bonds + (baths[0][0].shape[0],), dtype)
+    origin = (0,) * len(bonds)
+
+    def dynamics(parameters: Any, initial: Any, after: Any = None) -> Any:
+        exponents = jax.vmap(generator)(jnp.asarray(parameters)) * (0.5 * dt)
+        halves = jax.scipy.linalg.expm(exponents.astype(dtype))
+        state = zero.at[origin].set(jnp.asarray(initial, dtype).reshape(-1))
+        return _run(
+            state, halves[0::2], halves[1::2], after, tables, record_all=record_all, remat=True
+        )
+
+    return compile_kernel(dynamics, nested=True)

@@ -47,8 +47,14 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     return {}
 
 
-def compile_kernel(function: Callable[..., Any], optimization_level: int = 1) -> Callable[..., Any]:
+def compile_kernel(
+    function: Callable[..., Any], optimization_level: int = 1, nested: bool = False
+) -> Callable[..., Any]:
     """``jax.jit`` of ``function`` with full-precision matrix products.
+
+    ``nested``: the kernel may be called inside the user's own transformations
+    (``jax.grad``, ``jax.jit``), where JAX takes no compiler options; then the
+    XLA options are not set.
 
     At JAX's default precision a GPU may multiply float32/complex64 matrices
     in TF32 (~1e-3 relative error); the kernels are traced with the
@@ -63,6 +69,8 @@ def compile_kernel(function: Callable[..., Any], optimization_level: int = 1) ->
         with jax.default_matmul_precision("highest"):
             return function(*args, **kwargs)
 
+    if nested:
+        return jax.jit(full_precision)
     return jax.jit(full_precision, compiler_options=_compiler_options(optimization_level))
 
 

@@ -26,9 +26,10 @@ import numpy as default_np
 
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions
+from ...process_tensors.base import BaseProcessTensor
 from ..base import ChainRun, WindowSpec
 from ..host import HostChainEngine, HostWindowEngine, in_memory
-from .chain import SCAN_BYTES, run_chain, stack_padded, table_bytes
+from .chain import SCAN_BYTES, differentiable_chain, run_chain, stack_padded, table_bytes
 from .padding import bond_bucket
 from .window import CompiledWindow
 
@@ -173,36 +174,48 @@ class JaxWindowEngine:
 class JaxChainEngine(HostChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
-    A run with constant propagators, no controls and process tensors in memory
-    whose tables of padded step tensors fit :data:`~.chain.SCAN_BYTES` runs as one
-    compiled ``lax.scan`` (:func:`~.chain.run_chain`: one transfer in, one out);
-    anything else runs the host engine's steps on the JAX proxies.
+    A run without controls on process tensors in memory whose tables of padded
+    step tensors fit :data:`~.chain.SCAN_BYTES` runs as one compiled ``lax.scan``
+    (:func:`~.chain.run_chain`: one transfer in, one out; the propagators of every
+    step are stacked on the host); anything else runs the host engine's steps on
+    the JAX proxies.
     """
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
         pts = list(run.process_tensors)
         if not (
-            run.constant_propagators
-            and run.controls is None
-            and run.num_steps > 0
-            and pts
-            and all(in_memory(pt) for pt in pts)
+            run.controls is None and run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)
         ):
             return super().run(run)
-        dtype = np.dtype_complex
+        baths = self._tables(pts, run.num_steps, np.dtype_complex)
+        if baths is None:
+            return super().run(run)
+        first, second = _stacked_propagators(run)
+        readouts = run_chain(
+            default_np.asarray(run.initial).reshape(-1), first, second, baths, run.record_all
+        )
+        run.on_step(run.num_steps)
+        return readouts
+
+    @staticmethod
+    def _tables(
+        pts: Sequence[BaseProcessTensor], num_steps: int, dtype: Any
+    ) -> list[tuple[Any, ...]] | None:
+        """Per process tensor (transform_in, transform_out, classes, table, cap table,
+        rows) for :mod:`.chain`, or None if the tables exceed :data:`~.chain.SCAN_BYTES`."""
         with numpy_in_this_thread():  # the caps on the host, once
-            prepared = HostChainEngine().prepare(pts, run.num_steps, True)
+            prepared = HostChainEngine().prepare(pts, num_steps, True)
             steps = [
                 (
-                    [pt.get_step_tensor(k)[0] for k in range(run.num_steps)],
-                    [on_host.cap(k) for k in range(run.num_steps)],
+                    [pt.get_step_tensor(k)[0] for k in range(num_steps)],
+                    [on_host.cap(k) for k in range(num_steps)],
                 )
                 for pt, on_host in zip(pts, prepared)
             ]
         if sum(table_bytes(tensors, caps, dtype) for tensors, caps in steps) > SCAN_BYTES:
-            return super().run(run)
-        baths = [
+            return None
+        return [
             (
                 pt.transform_in,
                 pt.transform_out,
@@ -211,9 +224,39 @@ class JaxChainEngine(HostChainEngine):
             )
             for pt, (tensors, caps) in zip(pts, steps)
         ]
+
+    def differentiable(
+        self,
+        process_tensors: Sequence[BaseProcessTensor],
+        num_steps: int,
+        record_all: bool,
+        generator: Callable[[Any], Any],
+        dt: float,
+    ) -> Callable[..., Any]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.differentiable`."""
+        pts = list(process_tensors)
+        if not all(in_memory(pt) for pt in pts):
+            raise ValueError(
+                "automatic differentiation needs process tensors in memory: a file-backed "
+                "one streams its steps; load it whole first"
+            )
+        baths = self._tables(pts, num_steps, np.dtype_complex)
+        if baths is None:
+            raise ValueError(
+                f"the padded step tensors of these process tensors exceed "
+                f"{SCAN_BYTES / 2**30:.0f} GiB, too large for the compiled scan"
+            )
+        return differentiable_chain(baths, generator, dt, record_all)
+
+
+def _stacked_propagators(run: ChainRun) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """The half-step propagators of every step of ``run``, (N, d^2, d^2) each."""
+    if run.constant_propagators:
         first, second = run.propagators(0)
-        readouts = run_chain(
-            default_np.asarray(run.initial).reshape(-1), first, second, baths, run.record_all
-        )
-        run.on_step(run.num_steps)
-        return readouts
+        shape = (run.num_steps,) + default_np.shape(first)
+        return default_np.broadcast_to(first, shape), default_np.broadcast_to(second, shape)
+    pairs = [run.propagators(k) for k in range(run.num_steps)]
+    return (
+        default_np.stack([pair[0] for pair in pairs]),
+        default_np.stack([pair[1] for pair in pairs]),
+    )
