@@ -5,8 +5,8 @@ The environment is read once, at import, and validated:
 - ``NONMARKOV_BACKEND``: ``numpy`` (default) or ``jax``.
 - ``NONMARKOV_PRECISION``: ``double`` (default, complex128/float64) or
   ``single`` (complex64/float32).
-- ``NONMARKOV_PROGRESS``: ``bar`` (default) or ``silent``, the default
-  ``progress_type`` of long computations.
+- ``NONMARKOV_PROGRESS``: ``bar`` (default), ``simple`` or ``silent``, the
+  default ``progress_type`` of long computations (:mod:`nonmarkov.progress`).
 - ``NONMARKOV_JAX_CACHE_DIR``: a directory for JAX's persistent compilation
   cache (compiled kernels are reused by later processes); unset or empty: no
   cache. It is created when the JAX backend is first used; an existing path
@@ -32,7 +32,7 @@ NpDtypeReal = numpy.float64
 
 VALID_BACKENDS = ("numpy", "jax")
 VALID_PRECISIONS = ("double", "single")
-VALID_PROGRESS_TYPES = ("bar", "silent")
+VALID_PROGRESS_TYPES = ("bar", "simple", "silent")
 VALID_JAX_SVD = ("default", "qr", "divide_and_conquer")
 VALID_JAX_SITEWISE = ("auto", "on", "off")
 VALID_JAX_SITE_LEVELS = ("auto", "on", "off")

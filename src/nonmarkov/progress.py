@@ -1,13 +1,28 @@
-"""Progress reporting for long loops: a ``tqdm`` bar or nothing."""
+"""Progress reporting for long loops (a ``tqdm`` bar, a line at start and end, or
+nothing), and the library's logger.
+
+``progress_type`` is ``'bar'``, ``'simple'`` or ``'silent'`` wherever an
+algorithm takes it; None means the default, set by the environment variable
+``NONMARKOV_PROGRESS`` (same values, read once at import; default ``'bar'``).
+
+What is not progress (where a file was written, a build resumed from its
+checkpoint) goes to the ``logging`` logger ``"nonmarkov"`` (:data:`logger`),
+at level INFO; the library never prints. Show it with, e.g.,
+``logging.basicConfig(level=logging.INFO)`` (the command line: ``-v``).
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 from . import config
 
-PROGRESS_TYPES = ("bar", "simple", "silent")
+PROGRESS_TYPES = config.VALID_PROGRESS_TYPES
+
+#: the library's logger (``logging.getLogger("nonmarkov")``)
+logger = logging.getLogger("nonmarkov")
 
 
 def check_progress_type(progress_type: str | None) -> str:
@@ -40,7 +55,7 @@ class Progress:
 
             self._bar = tqdm(total=self.total, desc=self.title, leave=True, file=sys.stderr)
         elif self.progress_type == "simple":
-            print(f"{self.title}: {self.total} steps ...", file=sys.stderr)
+            sys.stderr.write(f"{self.title}: {self.total} steps ...\n")
         return self
 
     def update(self, count: int = 1) -> None:
@@ -57,4 +72,4 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
         elif self.progress_type == "simple" and exc[0] is None:
-            print(f"{self.title}: done", file=sys.stderr)
+            sys.stderr.write(f"{self.title}: done\n")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from typing import Any
@@ -15,6 +16,8 @@ from .._version import __version__
 from .atomic import atomic_path
 
 DYNAMICS_FORMAT = "nonmarkov-dynamics-1"
+
+logger = logging.getLogger("nonmarkov")
 
 
 class Dynamics:
@@ -115,11 +118,137 @@ class Dynamics:
             values = default_np.einsum("ij,nji->n", matrix, states)
         return self.times, (values.real if check.boolean(real, "real") else values)
 
+    def expectations_of(
+        self, operators: Any, real: bool = False
+    ) -> tuple[default_np.ndarray | None, Any]:
+        """Expectation values of several operators at once.
+
+        ``operators``: a sequence of K (d, d) matrices, or a dict label ->
+        (d, d) matrix. Returns ``(times, values)``: times (N,), and values an
+        array (K, N) (one row per operator, in order; complex, or real with
+        ``real=True``) for a sequence, a dict label -> (N,) for a dict. An
+        empty Dynamics returns ``(None, None)``. One operator:
+        :meth:`expectations` (OQuPy's signature).
+        """
+        real = check.boolean(real, "real")
+        if isinstance(operators, dict):
+            labels = list(operators)
+            matrices = list(operators.values())
+        elif isinstance(operators, (list, tuple)) or (
+            isinstance(operators, default_np.ndarray) and operators.ndim == 3
+        ):
+            labels, matrices = None, list(operators)
+        else:
+            raise TypeError(
+                "operators must be a list of (d, d) matrices or a dict label -> matrix; got "
+                f"{type(operators).__name__} (for one operator use expectations)"
+            )
+        if not matrices:
+            raise ValueError("operators is empty; give at least one (d, d) matrix")
+        if not self._states:
+            return None, None
+        states = self.states
+        stacked = default_np.array(
+            [
+                check.square_matrix(matrix, f"operators[{label!r}]", states.shape[1])
+                for label, matrix in zip(labels or range(len(matrices)), matrices)
+            ]
+        )
+        values = default_np.einsum("kij,nji->kn", stacked, states)
+        values = values.real if real else values
+        if labels is None:
+            return self.times, values
+        return self.times, dict(zip(labels, values))
+
+    def between(self, start: float, end: float) -> Dynamics:
+        """The states at times start <= t <= end (to rounding, 1e-9 dt), as a new
+        :class:`Dynamics` with the same name, description and metadata (plus
+        ``metadata['selected_times'] = [start, end]``)."""
+        start = check.real_number(start, "start", allow_infinity=True)
+        end = check.real_number(end, "end", allow_infinity=True)
+        if end < start:
+            raise ValueError(f"end ({end}) is before start ({start})")
+        times = self.times
+        steps = default_np.diff(times)
+        slack = 1e-9 * (float(default_np.min(default_np.abs(steps))) if steps.size else 1.0)
+        keep = [k for k, t in enumerate(times) if start - slack <= t <= end + slack]
+        metadata = dict(self.metadata)
+        metadata["selected_times"] = [start, end]
+        return Dynamics(
+            [self._times[k] for k in keep],
+            [self._states[k] for k in keep],
+            name=self.name,
+            description=self.description,
+            metadata=metadata,
+        )
+
+    def default_observables(self) -> dict[str, default_np.ndarray]:
+        """The operators :meth:`plot` shows by default: those a run of a spec named
+        (``metadata['observables']``), else sigma_x, sigma_y, sigma_z for two levels,
+        else the populations |k><k|."""
+        stored = self.metadata.get("observables")
+        d = int(self._states[0].shape[0]) if self._states else 2
+        if isinstance(stored, dict) and stored:
+            return {
+                str(label): default_np.array(value["real"]) + 1j * default_np.array(value["imag"])
+                for label, value in stored.items()
+            }
+        if d == 2:
+            pauli = {
+                "sigma_x": [[0, 1], [1, 0]],
+                "sigma_y": [[0, -1j], [1j, 0]],
+                "sigma_z": [[1, 0], [0, -1]],
+            }
+            return {label: default_np.array(m, dtype=complex) for label, m in pauli.items()}
+        return {
+            f"proj_{k}": default_np.diag(default_np.arange(d) == k).astype(complex)
+            for k in range(d)
+        }
+
+    def plot(self, operators: Any = None, ax: Any = None, label: str | None = None) -> Any:
+        """Plot the real part of expectation values against time on ``ax``.
+
+        ``operators``: a (d, d) matrix, a list of them, a dict label -> matrix,
+        or None for :meth:`default_observables`. ``ax``: a matplotlib Axes (None:
+        a new figure). ``label``: put before each line's label (e.g. the run).
+        Returns the Axes. Needs matplotlib (``pip install "nonmarkov[plot]"``).
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:  # pragma: no cover - matplotlib is in the test extra
+            raise ImportError(
+                'Dynamics.plot needs matplotlib: pip install "nonmarkov[plot]"'
+            ) from error
+        if operators is None:
+            operators = self.default_observables()
+        elif not isinstance(operators, dict):
+            array = default_np.asarray(operators)
+            matrices = [operators] if array.ndim == 2 else list(operators)
+            operators = {f"operator {k}": matrix for k, matrix in enumerate(matrices)}
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4))
+        times, values = self.expectations_of(operators, real=True)
+        if times is not None:
+            for name, series in values.items():
+                ax.plot(times, series, label=name if label is None else f"{label}: {name}")
+        ax.set_xlabel("time t")
+        ax.set_ylabel("expectation value")
+        ax.legend(fontsize=8)
+        return ax
+
+    @property
+    def statistics(self) -> dict:
+        """The run statistics the algorithm recorded (``metadata['statistics']``: wall
+        time in seconds, steps, largest bond dimension), or {}."""
+        stats = self.metadata.get("statistics", {})
+        return dict(stats) if isinstance(stats, dict) else {}
+
     def export(self, filename: str, overwrite: bool = False) -> None:
         """Write the dynamics to ``filename`` (``.npz``, or ``.h5``/``.hdf5``).
 
         The file appears only when complete (written under a temporary name,
-        then renamed). Load it back with :func:`import_dynamics`.
+        then renamed). Load it back with :func:`import_dynamics`. The
+        ``nonmarkov`` logger notes the file at level INFO.
         """
         _write(
             filename,
@@ -133,9 +262,43 @@ class Dynamics:
                 "metadata": json.dumps(self.metadata),
             },
         )
+        logger.info("wrote dynamics %r (%d states) to %s", self.name, len(self), filename)
 
     def __str__(self) -> str:
         return f"Dynamics {self.name!r}: {len(self)} states"
+
+    def __repr__(self) -> str:
+        if not self._times:
+            return f"<Dynamics {self.name!r}: empty>"
+        times = self._times
+        steps = len(times) - 1
+        grid = f"t = {times[0]:g} .. {times[-1]:g}, {steps} steps"
+        if steps > 0:
+            grid += f" (dt {(times[-1] - times[0]) / steps:.4g})"
+        parts = [f"Dynamics {self.name!r}: {len(times)} states", grid]
+        parts.append(f"d = {self._states[0].shape[0]}")
+        how = self.metadata.get("created_by")
+        if how:
+            parameters = self.metadata.get("parameters")
+            if not isinstance(parameters, dict):
+                tensors = self.metadata.get("process_tensors") or [{}]
+                parameters = tensors[0].get("parameters") if isinstance(tensors[0], dict) else None
+                if tensors[0].get("created_by"):
+                    how = f"{how} on {tensors[0]['created_by']}"
+            if isinstance(parameters, dict):
+                shown = ", ".join(
+                    f"{key}={parameters[key]:g}"
+                    for key in ("dt", "epsrel", "dkmax")
+                    if isinstance(parameters.get(key), (int, float))
+                )
+                how = f"{how} ({shown})" if shown else how
+            parts.append(f"by {how}")
+        stats = self.statistics
+        if isinstance(stats.get("wall_time_s"), (int, float)):
+            parts.append(f"{stats['wall_time_s']:.3g} s")
+        if isinstance(stats.get("max_bond_dimension"), int):
+            parts.append(f"max bond {stats['max_bond_dimension']}")
+        return "<" + ", ".join(parts) + ">"
 
 
 def import_dynamics(filename: str) -> Dynamics:

@@ -23,6 +23,7 @@ memory whole); on JAX one compiled scan where it applies.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,7 +42,7 @@ from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor, TrivialProcessTensor
 from ..progress import Progress, check_progress_type
 from . import checks
-from .metadata import dynamics_metadata
+from .metadata import dynamics_metadata, run_statistics
 
 _DT_TOLERANCE = 1e-10
 
@@ -234,6 +235,7 @@ def compute_dynamics(
     )
     dynamics = Dynamics(name="dynamics", metadata=provenance)
     dynamics.add(start_time, rho0)
+    started = time.perf_counter()
     with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics") as progress:
         readouts = chain_engine(options).run(
             ChainRun(
@@ -254,4 +256,8 @@ def compute_dynamics(
     )
     for step, vector in zip(steps, readouts):
         dynamics.add(start_time + step * dt, default_np.asarray(vector).reshape(d, d))
+    bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in process_tensors]
+    dynamics.metadata["statistics"] = run_statistics(
+        time.perf_counter() - started, num_steps, max(bonds) if bonds else None
+    )
     return dynamics

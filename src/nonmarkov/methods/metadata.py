@@ -87,3 +87,14 @@ def dynamics_metadata(created_by: str, system: Any, **details: Any) -> dict:
     """The provenance a :class:`~nonmarkov.Dynamics` keeps: who made it, the system, and
     the method's ``details`` (JSON-serialisable: baths, parameters, process tensors)."""
     return {"created_by": created_by, "system": system_metadata(system), **details}
+
+
+def run_statistics(wall_time_s: float, num_steps: int, max_bond_dimension: Any = None) -> dict:
+    """The record of a run a :class:`~nonmarkov.Dynamics` keeps in
+    ``metadata['statistics']``: wall time (s), steps and the largest bond dimension
+    (of the window, or of the process tensors; None where there is none)."""
+    return {
+        "wall_time_s": float(wall_time_s),
+        "num_steps": int(num_steps),
+        "max_bond_dimension": None if max_bond_dimension is None else int(max_bond_dimension),
+    }

@@ -44,7 +44,7 @@ from ..model.parameters import TempoParameters
 from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor
 from ..process_tensors.file import FileProcessTensor
-from ..progress import Progress, check_progress_type
+from ..progress import Progress, check_progress_type, logger
 from . import checks as check
 from .metadata import process_tensor_metadata
 
@@ -194,6 +194,12 @@ class PtTempo:
         sink = _StepSink(self._open_target(saved), buffered=self.checkpoint_file is not None)
         if saved is not None:
             sink.assigned = saved.assigned
+            logger.info(
+                "PT-TEMPO: resuming the build of %s at step %d from %s",
+                self._file,
+                saved.step,
+                self.checkpoint_file,
+            )
         try:
             self._run(sink, progress_type, saved)
         except BaseException:
@@ -205,6 +211,8 @@ class PtTempo:
             raise
         process_tensor = sink.close()
         self._drop_checkpoint(keep_partial=True)
+        if isinstance(process_tensor, FileProcessTensor):
+            logger.info("PT-TEMPO: wrote the process tensor to %s", process_tensor.filename)
         return process_tensor
 
     def _drop_checkpoint(self, keep_partial: bool = False) -> None:

@@ -17,6 +17,7 @@ NumPy kernels on the NumPy backend, compiled kernels on JAX.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as default_np
@@ -33,7 +34,7 @@ from ..model.system import BaseSystem
 from ..options import EngineOptions, resolve
 from ..progress import Progress, check_progress_type
 from . import checks as check
-from .metadata import bath_metadata, dynamics_metadata, parameters_metadata
+from .metadata import bath_metadata, dynamics_metadata, parameters_metadata, run_statistics
 
 
 class TempoWindow:
@@ -172,6 +173,7 @@ class Tempo:
         )
         self._dynamics.add(self._start_time, initial)
         self._step = 0
+        self._wall_time = 0.0
         self._first_state = self._window.start(initial, *self._propagators(0))
 
     @property
@@ -214,6 +216,7 @@ class Tempo:
             "TEMPO",
             min(self._parameters.dkmax or self._step + num_steps, self._step + num_steps),
         )
+        started = time.perf_counter()
         with hot_loop_threads(), Progress(num_steps, progress_type, "TEMPO") as progress:
             if num_steps > 0 and self._step == 0:
                 self._step = 1
@@ -239,6 +242,10 @@ class Tempo:
                 )
                 progress.set_postfix(bond=self.max_bond_dimension)
                 progress.update(count)
+        self._wall_time += time.perf_counter() - started
+        self._dynamics.metadata["statistics"] = run_statistics(
+            self._wall_time, self._step, self.max_bond_dimension
+        )
         return self._dynamics
 
     def get_dynamics(self) -> Dynamics:
