@@ -1,32 +1,245 @@
-"""The ``nonmarkov`` command line: ``nonmarkov info``."""
+"""The ``nonmarkov`` command line (docs/cli.md).
+
+- ``nonmarkov run SPEC.toml``: run the simulation a spec describes, write its
+  results (HDF5) and a plot (PNG), print where;
+- ``nonmarkov plot RESULTS.h5``: a PNG of the observables of a results file;
+- ``nonmarkov inspect FILE``: what a process-tensor or results file holds;
+- ``nonmarkov info``: the numerical backend, devices and precision;
+- ``nonmarkov --version``.
+
+Exit status: 0 on success, 2 for a bad spec, a missing or foreign file, or a
+file that would be replaced (a message on stderr, no traceback), 1 if a run
+fails.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import sys
+from typing import Any
+
+from ._version import __version__
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nonmarkov", description="Non-Markovian open quantum systems with process tensors."
+    )
+    parser.add_argument("--version", action="version", version=f"nonmarkov {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log what the library does (level INFO)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the simulation a spec file (TOML) describes")
+    run.add_argument("spec", help="the spec file, e.g. examples/spin_boson.toml")
+    run.add_argument("--output", "-o", default="results", help="output directory (results/)")
+    run.add_argument(
+        "--progress",
+        choices=["bar", "simple", "silent"],
+        default=None,
+        help="progress display (default: $NONMARKOV_PROGRESS or bar)",
+    )
+    run.add_argument("--overwrite", action="store_true", help="replace existing result files")
+    run.add_argument(
+        "--check", action="store_true", help="check the spec and list its runs; run nothing"
+    )
+    _backend_option(run)
+
+    plot = sub.add_parser("plot", help="plot the observables of a results file (PNG)")
+    plot.add_argument("results", help="a results file written by nonmarkov run or export")
+    plot.add_argument("--output", "-o", default=None, help="the PNG (default: next to the file)")
+
+    inspect = sub.add_parser("inspect", help="what a process-tensor or results file holds")
+    inspect.add_argument("file", help="a process-tensor file or a results file")
+    inspect.add_argument("--json", action="store_true", help="print the metadata as JSON")
+
+    info = sub.add_parser("info", help="show the numerical backend, devices and precision")
+    _backend_option(info, "describe this backend instead of the active one")
+    return parser
+
+
+def _backend_option(parser: argparse.ArgumentParser, text: str | None = None) -> None:
+    parser.add_argument(
+        "--backend",
+        choices=["numpy", "jax"],
+        default=None,
+        help=text or "numerical backend (default: $NONMARKOV_BACKEND or numpy)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``nonmarkov`` and ``python -m nonmarkov``."""
-    parser = argparse.ArgumentParser(
-        prog="nonmarkov", description="Non-Markovian open quantum systems with process tensors."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    info_parser = sub.add_parser("info", help="show the numerical backend, devices and precision")
-    info_parser.add_argument(
-        "--backend",
-        choices=["numpy", "jax"],
-        default=None,
-        help="describe this backend instead of the active one",
-    )
-    args = parser.parse_args(argv)
-    if args.command == "info":
-        from . import __version__, backends
+    args = _parser().parse_args(argv)
+    logging.basicConfig(format="%(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("nonmarkov").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    from .io.spec import SpecError
 
-        if args.backend is not None:
-            backends.set_backend(args.backend)
-        print(f"nonmarkov {__version__}")
-        print(backends.format_info())
+    try:
+        if args.command == "run":
+            return _run(args, sys.argv if argv is None else ["nonmarkov", *argv])
+        if args.command == "plot":
+            return _plot(args)
+        if args.command == "inspect":
+            return _inspect(args)
+        return _info(args)
+    except (SpecError, FileNotFoundError, FileExistsError) as error:
+        print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as error:  # a file of another kind, a run the library refuses
+        print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE if args.command in ("plot", "inspect") else 1
+
+
+def _set_backend(name: str | None) -> None:
+    if name is not None:
+        from . import backends
+
+        backends.set_backend(name)
+
+
+def _run(args: argparse.Namespace, command: list[str]) -> int:
+    from .io.spec import load_spec
+    from .methods import spec_run
+
+    spec = load_spec(args.spec)  # every key checked before anything runs
+    prepared = spec_run.prepare_spec(spec, args.output, args.overwrite)
+    if args.check:
+        print(f"{spec.source}: {len(prepared)} run(s), method {spec.runs[0].method}")
+        for item in prepared:
+            point = ", ".join(f"{k} = {v!r}" for k, v in item.spec.point.items())
+            print(f"  {item.results_file}" + (f"  ({point})" if point else ""))
+        return 0
+    _set_backend(args.backend)
+    results = spec_run.run_spec(
+        spec, args.output, progress_type=args.progress, overwrite=args.overwrite, command=command
+    )
+    for line in spec_run.summary(results):
+        print(f"wrote {line}")
+    if any(result.spec.plot for result in results):
+        print(f"wrote {spec_run.plot_file(spec, args.output)}")
+    for result in results:
+        for filename in result.process_tensor_files:
+            if not result.reused_process_tensor:
+                print(f"wrote {filename}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .io.results import import_dynamics
+    from .methods.spec_run import plot_results
+
+    dynamics = import_dynamics(args.results)
+    target = args.output or os.path.splitext(args.results)[0] + ".png"
+    plot_results([dynamics], [None], target, title=dynamics.name)
+    print(f"wrote {target}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    described = describe_file(args.file)
+    if args.json:
+        print(json.dumps(described, indent=2, default=str))
+        return 0
+    metadata = described.pop("metadata", {})
+    for key, value in described.items():
+        print(f"{key}: {value}")
+    if metadata:
+        print("metadata:")
+        for key, value in metadata.items():
+            if key == "spec" and isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k != "text"}
+            text = json.dumps(value, default=str)
+            print(f"  {key}: {text if len(text) <= 200 else text[:197] + '...'}")
+    return 0
+
+
+def describe_file(filename: str) -> dict[str, Any]:
+    """What ``filename`` holds: its kind and, for a results file, the times,
+    steps, dimension and metadata; for a process-tensor file the dimension,
+    steps, dt, bond dimensions and metadata. A ``ValueError`` for a file of
+    another kind, ``FileNotFoundError`` for a missing one."""
+    if not os.path.isfile(filename):
+        raise FileNotFoundError(f"{filename!r} does not exist")
+    kind = _file_kind(filename)
+    if kind == "dynamics":
+        from .io.results import import_dynamics
+
+        dynamics = import_dynamics(filename)
+        times = dynamics.times
+        described: dict[str, Any] = {
+            "kind": "dynamics (results)",
+            "name": dynamics.name,
+            "states": len(dynamics),
+            "dimension": int(dynamics.shape[0]) if len(dynamics) else None,
+        }
+        if len(dynamics):
+            described["times"] = f"{times[0]:g} .. {times[-1]:g}"
+            if len(dynamics) > 1:
+                described["dt"] = float((times[-1] - times[0]) / (len(times) - 1))
+        described["summary"] = repr(dynamics)
+        described["metadata"] = dynamics.metadata
+        return described
+    from .process_tensors.file import import_process_tensor
+
+    pt: Any = import_process_tensor(filename)
+    try:
+        bonds = [int(b) for b in pt.get_bond_dimensions()]
+        return {
+            "kind": "process tensor",
+            "name": pt.name,
+            "dimension": pt.dimension,
+            "steps": len(pt),
+            "dt": pt.dt,
+            "bond dimensions": _bond_text(bonds),
+            "max bond dimension": max(bonds, default=1),
+            "library version": getattr(pt, "library_version", None),
+            "metadata": pt.metadata,
+        }
+    finally:
+        if hasattr(pt, "close"):
+            pt.close()
+
+
+def _bond_text(bonds: list[int]) -> str:
+    if len(bonds) <= 12:
+        return str(bonds)
+    return f"[{', '.join(map(str, bonds[:5]))}, ..., {', '.join(map(str, bonds[-5:]))}]"
+
+
+def _file_kind(filename: str) -> str:
+    """``'dynamics'`` or ``'process_tensor'`` from the file's format mark."""
+    from .io.results import DYNAMICS_FORMAT
+
+    extension = os.path.splitext(filename)[1].lower()
+    if extension == ".npz":
+        return "dynamics"
+    if extension not in (".h5", ".hdf5"):
+        raise ValueError(f"{filename}: unknown file type {extension!r}; use .h5, .hdf5 or .npz")
+    import h5py
+
+    try:
+        with h5py.File(filename, "r") as handle:
+            mark = str(handle.attrs.get("format", ""))
+    except OSError as error:
+        raise ValueError(f"{filename} is not an HDF5 file ({error})") from error
+    if mark == DYNAMICS_FORMAT:
+        return "dynamics"
+    return "process_tensor"
+
+
+def _info(args: argparse.Namespace) -> int:
+    from . import backends
+
+    if args.backend is not None:
+        backends.set_backend(args.backend)
+    print(f"nonmarkov {__version__}")
+    print(backends.format_info())
     return 0
 
 

@@ -1,0 +1,712 @@
+"""Run specifications: a TOML file that describes a simulation, read and checked.
+
+:func:`load_spec` / :func:`parse_spec` turn the text of a spec (the format is
+documented in docs/cli.md) into a :class:`Spec`: one :class:`RunSpec` per point
+of its sweep (one point without a ``[sweep]`` table), each holding host arrays
+and numbers only. Every key is checked here, before anything runs: an unknown
+key, a wrong type or a value outside the allowed ones is a :class:`SpecError`
+naming the key and what is allowed. Building the model objects and running the
+algorithms is :mod:`nonmarkov.methods.spec_run`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as default_np
+
+from .. import validation as check
+from ..methods.pt_construction import PT_METHODS as CONSTRUCTIONS
+from ..model import operators
+from ..model.correlations import CUTOFF_TYPES
+
+#: the methods a spec can name (``construction``: one of ``CONSTRUCTIONS``, the
+#: constructions of :func:`~nonmarkov.pt_tempo_compute`, for ``'pt-tempo'``)
+METHODS = ("tempo", "pt-tempo", "uniform")
+SPECTRAL_DENSITIES = ("power_law",)
+#: named operators of a two-level system
+PAULI_NAMES = ("sigma_x", "sigma_y", "sigma_z", "sigma_+", "sigma_-")
+#: named operators of any dimension d (proj_k is |k><k|, k = 0..d-1)
+LEVEL_NAMES = ("identity", "create", "destroy", "number", "proj_<k>")
+STATE_NAMES = tuple(operators.SPIN_DM)
+
+TOP_KEYS: tuple[str, ...] = ("name", "description", "method", "system", "bath", "parameters")
+TOP_KEYS += ("times", "output", "options", "sweep")
+SYSTEM_KEYS = ("dimension", "hamiltonian", "lindblad", "initial_state", "name")
+LINDBLAD_KEYS = ("rate", "operator")
+BATH_KEYS: tuple[str, ...] = ("coupling", "spectral_density", "alpha", "zeta", "cutoff")
+BATH_KEYS += ("cutoff_type",)
+BATH_KEYS += ("temperature", "name")
+METHOD_KEYS = ("name", "construction", "unique", "save_process_tensor")
+PARAMETER_KEYS = ("guess", "tolerance", "dt", "epsrel", "tcut", "dkmax", "add_correlation_time")
+TIMES_KEYS = ("start", "end")
+OUTPUT_KEYS = ("observables", "plot")
+
+
+class SpecError(ValueError):
+    """A spec that cannot run: the message names the key and what is allowed."""
+
+
+@dataclass
+class BathSpec:
+    """One bath: coupling operator S (d, d) and a power-law spectral density."""
+
+    coupling: default_np.ndarray
+    alpha: float
+    zeta: float
+    cutoff: float
+    cutoff_type: str
+    temperature: float
+    name: str
+
+
+@dataclass
+class RunSpec:
+    """One run of a spec (one point of its sweep), checked.
+
+    ``parameters`` holds the keyword arguments of ``TempoParameters`` (dt, epsrel
+    and the memory cut), or is None for ``guess`` (then ``tolerance``, None for
+    the library default). ``point`` holds the sweep values of this run (key path
+    -> value); ``tree`` the spec with them filled in.
+    """
+
+    name: str
+    description: str
+    dimension: int
+    hamiltonian: default_np.ndarray
+    lindblad: list[tuple[float, default_np.ndarray]]
+    system_name: str
+    baths: list[BathSpec]
+    method: str
+    construction: str
+    unique: bool
+    save_process_tensor: bool
+    parameters: dict[str, Any] | None
+    tolerance: float | None
+    initial_state: default_np.ndarray
+    observables: dict[str, default_np.ndarray]
+    start: float
+    end: float
+    plot: bool
+    options: dict[str, Any]
+    point: dict[str, Any] = field(default_factory=dict)
+    tree: dict[str, Any] = field(default_factory=dict)
+
+    def process_tensor_key(self) -> str:
+        """What the process tensors of this run depend on, as text: runs with the
+        same key share them (the system, initial state and observables may differ)."""
+        baths = [
+            {
+                "coupling": [bath.coupling.real.tolist(), bath.coupling.imag.tolist()],
+                **{k: getattr(bath, k) for k in ("alpha", "zeta", "cutoff", "cutoff_type")},
+                "temperature": bath.temperature,
+            }
+            for bath in self.baths
+        ]
+        described = {
+            "baths": baths,
+            "method": self.method,
+            "construction": self.construction,
+            "unique": self.unique,
+            "parameters": self.parameters,
+            "tolerance": self.tolerance,
+            "times": [self.start, self.end],
+            "options": self.options,
+        }
+        return json.dumps(described, sort_keys=True)
+
+
+@dataclass
+class Spec:
+    """A checked spec: its text, where it came from and its runs (one per sweep point)."""
+
+    text: str
+    source: str
+    name: str
+    runs: list[RunSpec]
+    sweep_keys: list[str]
+
+
+def load_spec(filename: str | os.PathLike) -> Spec:
+    """Read and check the spec file ``filename`` (TOML); a :class:`SpecError` if it
+    cannot run."""
+    path = os.fspath(filename)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as error:
+        raise SpecError(f"cannot read the spec file {path!r}: {error.strerror}") from error
+    default_name = os.path.splitext(os.path.basename(path))[0] or "run"
+    return parse_spec(text, source=path, default_name=default_name)
+
+
+def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> Spec:
+    """Check the spec ``text`` (TOML) and return its runs; a :class:`SpecError` naming
+    the key otherwise. ``source`` names the spec in the messages; ``default_name``
+    is the run's name when the spec has no ``name``."""
+    try:
+        tree = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{source}: not valid TOML: {error}") from error
+    try:
+        _known_keys(tree, TOP_KEYS, "the top level")
+        for key in ("system", "times"):
+            if key not in tree:
+                raise SpecError(f"[{key}] is missing; a spec needs [system], [bath] and [times]")
+        name = _text(tree.get("name", default_name), "name")
+        sweep = _sweep(tree.get("sweep", {}))
+        base = {key: value for key, value in tree.items() if key != "sweep"}
+        runs = []
+        keys = list(sweep)
+        for values in itertools.product(*(sweep[key] for key in keys)):
+            point = dict(zip(keys, values))
+            point_tree = copy.deepcopy(base)
+            for key, value in point.items():
+                _set_path(point_tree, key, value)
+            try:
+                run = _run(point_tree, name)
+            except SpecError as error:
+                if not point:
+                    raise
+                where = ", ".join(f"{k} = {_short(v)}" for k, v in point.items())
+                raise SpecError(f"{error} (at the sweep point {where})") from error
+            run.point = point
+            run.tree = point_tree
+            runs.append(run)
+    except SpecError as error:
+        raise SpecError(f"{source}: {error}") from error
+    return Spec(text=text, source=source, name=name, runs=runs, sweep_keys=keys)
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def _sweep(table: Any) -> dict[str, list]:
+    """``[sweep]``: key path -> list of values (dotted keys or nested tables)."""
+    if not isinstance(table, dict):
+        raise SpecError("[sweep] must be a table of key = [values]")
+    flat: dict[str, list] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, list):
+            if not value:
+                raise SpecError(f"sweep.{prefix} is an empty list; give at least one value")
+            flat[prefix] = value
+        else:
+            raise SpecError(
+                f"sweep.{prefix} must be a list of values, e.g. {prefix} = [0.1, 0.2]; "
+                f"got {_short(value)}"
+            )
+
+    walk("", table)
+    for key in flat:
+        if key.split(".")[0] not in TOP_KEYS or key.split(".")[0] == "sweep":
+            raise SpecError(
+                f"sweep.{key}: {key.split('.')[0]!r} is not a key of a spec; the sweep names "
+                f"keys of {[k for k in TOP_KEYS if k != 'sweep']}"
+            )
+    return flat
+
+
+def _set_path(tree: dict, path: str, value: Any) -> None:
+    """Set ``tree[a][b]... = value`` for ``path`` ``'a.b...'``; a list of baths is
+    indexed by number (``bath.1.alpha``), a single bath needs none (``bath.alpha``)."""
+    parts = path.split(".")
+    node: Any = tree
+    for i, part in enumerate(parts[:-1]):
+        here = ".".join(parts[: i + 1])
+        child = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise SpecError(
+                    f"sweep.{path}: {here} has {len(node)} entries; index them 0..{len(node) - 1}"
+                )
+            child = node[int(part)]
+        if isinstance(child, list) and child and all(isinstance(c, dict) for c in child):
+            if len(child) == 1 and not parts[i + 1].isdigit():
+                child = child[0]
+        if child is None:
+            if not isinstance(node, dict):
+                raise SpecError(f"sweep.{path}: {here} is not a table")
+            child = node.setdefault(part, {})
+        node = child
+    if not isinstance(node, dict):
+        raise SpecError(f"sweep.{path}: {'.'.join(parts[:-1])} is not a table")
+    node[parts[-1]] = value
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _run(tree: dict, name: str) -> RunSpec:
+    """The checked run of the spec ``tree`` (no sweep left)."""
+    system = _table(tree["system"], "system", SYSTEM_KEYS)
+    baths = _bath_tables(tree.get("bath"))
+    method = _method(tree.get("method", "tempo"))
+    parameters, tolerance = _parameters(tree.get("parameters", {"guess": True}))
+    times = _table(tree["times"], "times", TIMES_KEYS)
+    output = _table(tree.get("output", {}), "output", OUTPUT_KEYS)
+    options = _table(tree.get("options", {}), "options", None)
+
+    dimension = _dimension(system, baths, output)
+    if "hamiltonian" not in system:
+        raise SpecError("system.hamiltonian is missing: e.g. hamiltonian = { sigma_x = 0.5 }")
+    hamiltonian = _operator(system["hamiltonian"], "system.hamiltonian", dimension)
+    _hermitian(hamiltonian, "system.hamiltonian")
+    lindblad = []
+    terms = system.get("lindblad", [])
+    if isinstance(terms, dict):
+        terms = [terms]
+    if not isinstance(terms, list):
+        raise SpecError("system.lindblad must be a list of { rate = ..., operator = ... }")
+    for i, term in enumerate(terms):
+        where = f"system.lindblad[{i}]"
+        term = _table(term, where, LINDBLAD_KEYS)
+        for key in LINDBLAD_KEYS:
+            if key not in term:
+                raise SpecError(f"{where}.{key} is missing (a term needs rate and operator)")
+        rate = _number(term["rate"], f"{where}.rate", minimum=0.0)
+        lindblad.append((rate, _operator(term["operator"], f"{where}.operator", dimension)))
+
+    bath_specs = []
+    for i, bath in enumerate(baths):
+        where = "bath" if len(baths) == 1 else f"bath[{i}]"
+        bath_specs.append(_bath(bath, where, dimension))
+    if method["name"] == "tempo" and len(bath_specs) != 1:
+        raise SpecError(
+            f"method 'tempo' takes exactly one bath; the spec has {len(bath_specs)} "
+            "(use method 'pt-tempo' for several baths, or none)"
+        )
+    if parameters is None and len(bath_specs) != 1:
+        raise SpecError(
+            f"parameters: guess needs exactly one bath; the spec has {len(bath_specs)}: "
+            "give dt and epsrel (and tcut or dkmax)"
+        )
+    if method["name"] == "uniform":
+        if not bath_specs:
+            raise SpecError("method 'uniform' needs a [bath]")
+        if parameters is not None and "tcut" not in parameters and "dkmax" not in parameters:
+            raise SpecError(
+                "method 'uniform' needs a memory cut: give parameters.tcut or parameters.dkmax"
+            )
+
+    start = _number(times.get("start", 0.0), "times.start")
+    if "end" not in times:
+        raise SpecError("times.end is missing: the time up to which the system is propagated")
+    end = _number(times["end"], "times.end")
+    if not end > start:
+        raise SpecError(f"times.end ({end}) must be after times.start ({start})")
+    if parameters is not None:
+        steps = (end - start) / parameters["dt"]
+        if steps < 0.5:
+            raise SpecError(
+                f"parameters.dt ({parameters['dt']}) is longer than the run "
+                f"(times.end - times.start = {end - start}); choose a smaller dt"
+            )
+
+    if "initial_state" not in system:
+        raise SpecError(
+            f"system.initial_state is missing: a name {list(STATE_NAMES)} (two levels), "
+            "a level number k (|k><k|) or a matrix"
+        )
+    initial_state = _state(system["initial_state"], "system.initial_state", dimension)
+    observables = _observables(output.get("observables"), dimension)
+    options_checked = _options(options)
+    return RunSpec(
+        name=name,
+        description=_text(tree.get("description", ""), "description"),
+        dimension=dimension,
+        hamiltonian=hamiltonian,
+        lindblad=lindblad,
+        system_name=_text(system.get("name", "system"), "system.name"),
+        baths=bath_specs,
+        method=method["name"],
+        construction=method["construction"],
+        unique=method["unique"],
+        save_process_tensor=method["save_process_tensor"],
+        parameters=parameters,
+        tolerance=tolerance,
+        initial_state=initial_state,
+        observables=observables,
+        start=start,
+        end=end,
+        plot=_boolean(output.get("plot", True), "output.plot"),
+        options=options_checked,
+    )
+
+
+def _bath_tables(value: Any) -> list[dict]:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+        return list(value)
+    raise SpecError("bath must be a table [bath] or a list of tables [[bath]]")
+
+
+def _bath(table: dict, where: str, dimension: int) -> BathSpec:
+    table = _table(table, where, BATH_KEYS)
+    kind = table.get("spectral_density", "power_law")
+    if kind not in SPECTRAL_DENSITIES:
+        raise SpecError(
+            f"{where}.spectral_density: {_short(kind)} is not allowed; allowed values are "
+            f"{list(SPECTRAL_DENSITIES)}"
+        )
+    if "coupling" not in table:
+        raise SpecError(f"{where}.coupling is missing: the operator S, e.g. {{ sigma_z = 0.5 }}")
+    coupling = _operator(table["coupling"], f"{where}.coupling", dimension)
+    _hermitian(coupling, f"{where}.coupling")
+    for key in ("alpha", "cutoff"):
+        if key not in table:
+            raise SpecError(f"{where}.{key} is missing")
+    cutoff_type = table.get("cutoff_type", "exponential")
+    if cutoff_type not in CUTOFF_TYPES:
+        raise SpecError(
+            f"{where}.cutoff_type: {_short(cutoff_type)} is not allowed; allowed values are "
+            f"{list(CUTOFF_TYPES)}"
+        )
+    return BathSpec(
+        coupling=coupling,
+        alpha=_number(table["alpha"], f"{where}.alpha", minimum=0.0),
+        zeta=_number(table.get("zeta", 1.0), f"{where}.zeta", positive=True),
+        cutoff=_number(table["cutoff"], f"{where}.cutoff", positive=True),
+        cutoff_type=cutoff_type,
+        temperature=_number(table.get("temperature", 0.0), f"{where}.temperature", minimum=0.0),
+        name=_text(table.get("name", "bath"), f"{where}.name"),
+    )
+
+
+def _method(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        value = {"name": value}
+    table = _table(value, "method", METHOD_KEYS)
+    name = table.get("name", "tempo")
+    if name not in METHODS:
+        raise SpecError(
+            f"method: {_short(name)} is not allowed; allowed values are {list(METHODS)} "
+            "(mean-field TEMPO and PT-TEBD need Python: their systems are functions)"
+        )
+    construction = table.get("construction", "sequential")
+    if "construction" in table and name != "pt-tempo":
+        raise SpecError(f"method.construction applies to method 'pt-tempo' only, not {name!r}")
+    if construction not in CONSTRUCTIONS:
+        raise SpecError(
+            f"method.construction: {_short(construction)} is not allowed; allowed values are "
+            f"{list(CONSTRUCTIONS)}"
+        )
+    save = _boolean(table.get("save_process_tensor", False), "method.save_process_tensor")
+    if save and name != "pt-tempo":
+        raise SpecError("method.save_process_tensor applies to method 'pt-tempo' only")
+    return {
+        "name": name,
+        "construction": construction,
+        "unique": _boolean(table.get("unique", False), "method.unique"),
+        "save_process_tensor": save,
+    }
+
+
+def _parameters(value: Any) -> tuple[dict[str, Any] | None, float | None]:
+    if value == "guess":
+        return None, None
+    if isinstance(value, str):
+        raise SpecError(
+            f"parameters: {_short(value)} is not allowed; give 'guess' or a table "
+            "{ dt = ..., epsrel = ..., tcut = ... }"
+        )
+    table = _table(value, "parameters", PARAMETER_KEYS)
+    guess = _boolean(table.get("guess", False), "parameters.guess")
+    if guess:
+        others = sorted(set(table) - {"guess", "tolerance"})
+        if others:
+            raise SpecError(
+                f"parameters: guess = true takes only tolerance; remove {others} "
+                "or set guess = false"
+            )
+        tolerance = table.get("tolerance")
+        if tolerance is not None:
+            tolerance = _number(tolerance, "parameters.tolerance", positive=True)
+            if tolerance >= 1.0:
+                raise SpecError(f"parameters.tolerance must be < 1; got {tolerance}")
+        return None, tolerance
+    if "tolerance" in table:
+        raise SpecError("parameters.tolerance applies to guess = true only")
+    for key in ("dt", "epsrel"):
+        if key not in table:
+            raise SpecError(
+                f"parameters.{key} is missing; give dt and epsrel (and tcut or dkmax), "
+                "or guess = true"
+            )
+    parameters: dict[str, Any] = {
+        "dt": _number(table["dt"], "parameters.dt", positive=True),
+        "epsrel": _number(table["epsrel"], "parameters.epsrel", positive=True),
+    }
+    if parameters["epsrel"] > 1.0:
+        raise SpecError(f"parameters.epsrel must be in (0, 1]; got {parameters['epsrel']}")
+    if "tcut" in table and "dkmax" in table:
+        raise SpecError("parameters: give tcut or dkmax, not both")
+    if "tcut" in table:
+        parameters["tcut"] = _number(table["tcut"], "parameters.tcut", positive=True)
+    if "dkmax" in table:
+        dkmax = table["dkmax"]
+        if isinstance(dkmax, bool) or not isinstance(dkmax, int) or dkmax < 1:
+            raise SpecError(f"parameters.dkmax must be an integer >= 1; got {_short(dkmax)}")
+        parameters["dkmax"] = dkmax
+    if "add_correlation_time" in table:
+        parameters["add_correlation_time"] = _number(
+            table["add_correlation_time"], "parameters.add_correlation_time", minimum=0.0
+        )
+    return parameters, None
+
+
+def _options(table: dict) -> dict[str, Any]:
+    """``[options]``: fields of :class:`~nonmarkov.options.EngineOptions`."""
+    from ..options import EngineOptions, default_options
+
+    try:
+        default_options().replace(**table)
+    except (TypeError, ValueError) as error:
+        names = [f.name for f in EngineOptions.__dataclass_fields__.values()]
+        raise SpecError(f"[options]: {error} (the options are {names})") from error
+    return dict(table)
+
+
+def _dimension(system: dict, baths: list[dict], output: dict) -> int:
+    """The system dimension: ``system.dimension``, else that of a matrix in the spec,
+    else 2 (named Pauli operators)."""
+    if "dimension" in system:
+        d = system["dimension"]
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise SpecError(f"system.dimension must be an integer >= 1; got {_short(d)}")
+        return d
+    candidates = [system.get("hamiltonian"), system.get("initial_state")]
+    candidates += [term.get("operator") for term in _as_list(system.get("lindblad"))]
+    candidates += [bath.get("coupling") for bath in baths]
+    observables = output.get("observables")
+    if isinstance(observables, dict):
+        candidates += list(observables.values())
+    for candidate in candidates:
+        if isinstance(candidate, list) and candidate and isinstance(candidate[0], list):
+            return len(candidate)
+    return 2
+
+
+def _as_list(value: Any) -> list[dict]:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, dict)]
+    return []
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def named_operator(name: str, dimension: int, where: str = "operator") -> default_np.ndarray:
+    """The operator ``name`` (one of :data:`PAULI_NAMES` for d = 2, or of
+    :data:`LEVEL_NAMES`), or a product ``'a*b'`` of them, as a (d, d) matrix."""
+    if "*" in name:
+        result = default_np.identity(dimension, dtype=complex)
+        for part in name.split("*"):
+            result = result @ named_operator(part.strip(), dimension, where)
+        return result
+    if name in PAULI_NAMES:
+        if dimension != 2:
+            raise SpecError(
+                f"{where}: {name!r} is an operator of two levels; the system has {dimension} "
+                f"(use {[n for n in LEVEL_NAMES]} or a matrix)"
+            )
+        return operators.sigma(name.removeprefix("sigma_"))
+    if name == "identity":
+        return operators.identity(dimension)
+    if name == "create":
+        return operators.create(dimension)
+    if name == "destroy":
+        return operators.destroy(dimension)
+    if name == "number":
+        return default_np.diag(default_np.arange(dimension)).astype(complex)
+    if name.startswith("proj_") and name[5:].isdigit() and int(name[5:]) < dimension:
+        level = int(name[5:])
+        return default_np.diag(default_np.arange(dimension) == level).astype(complex)
+    allowed = list(PAULI_NAMES) + list(LEVEL_NAMES) if dimension == 2 else list(LEVEL_NAMES)
+    raise SpecError(
+        f"{where}: unknown operator {name!r}; allowed names are {allowed} "
+        f"(k = 0..{dimension - 1}), products 'a*b' of them, or a matrix"
+    )
+
+
+def _operator(value: Any, where: str, dimension: int) -> default_np.ndarray:
+    """An operator: a name, a table ``{ name = coefficient, ... }`` (their sum) or a
+    matrix (rows of numbers or complex strings such as ``'0.5j'``)."""
+    if isinstance(value, str):
+        return named_operator(value, dimension, where)
+    if isinstance(value, dict):
+        if not value:
+            raise SpecError(f"{where} is an empty table; give e.g. {{ sigma_z = 0.5 }}")
+        total = default_np.zeros((dimension, dimension), dtype=complex)
+        for name, coefficient in value.items():
+            total = total + _complex(coefficient, f"{where}.{name}") * named_operator(
+                name, dimension, where
+            )
+        return total
+    if isinstance(value, list):
+        return _matrix(value, where, dimension)
+    raise SpecError(
+        f"{where} must be an operator name, a table {{ name = coefficient }} or a matrix; "
+        f"got {_short(value)}"
+    )
+
+
+def _matrix(rows: Any, where: str, dimension: int) -> default_np.ndarray:
+    if not (isinstance(rows, list) and all(isinstance(row, list) for row in rows)):
+        raise SpecError(f"{where} must be a matrix: a list of rows, e.g. [[1, 0], [0, -1]]")
+    if len(rows) != dimension or any(len(row) != dimension for row in rows):
+        shape = f"{len(rows)} rows of lengths {[len(row) for row in rows]}"
+        raise SpecError(f"{where} must be a {dimension} x {dimension} matrix; got {shape}")
+    return default_np.array(
+        [
+            [_complex(entry, f"{where}[{i}][{j}]") for j, entry in enumerate(row)]
+            for i, row in enumerate(rows)
+        ],
+        dtype=complex,
+    )
+
+
+def _hermitian(matrix: default_np.ndarray, where: str) -> None:
+    try:
+        check.hermitian_matrix(matrix, where)
+    except ValueError as error:
+        raise SpecError(str(error)) from error
+
+
+def _state(value: Any, where: str, dimension: int) -> default_np.ndarray:
+    if isinstance(value, str):
+        if value not in STATE_NAMES:
+            raise SpecError(
+                f"{where}: unknown state {value!r}; allowed names are {list(STATE_NAMES)}, "
+                "or a level number k (|k><k|), or a matrix"
+            )
+        if dimension != 2 and value != "mixed":
+            raise SpecError(
+                f"{where}: {value!r} is a state of two levels; the system has {dimension} "
+                "(give a level number k or a matrix)"
+            )
+        if value == "mixed":
+            return default_np.identity(dimension, dtype=complex) / dimension
+        return operators.spin_dm(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < dimension:
+            raise SpecError(f"{where}: level {value} is not one of 0..{dimension - 1}")
+        return default_np.diag(default_np.arange(dimension) == value).astype(complex)
+    matrix = _matrix(value, where, dimension)
+    try:
+        return check.density_matrix(matrix, where, dimension)
+    except ValueError as error:
+        raise SpecError(str(error)) from error
+
+
+def _observables(value: Any, dimension: int) -> dict[str, default_np.ndarray]:
+    """``output.observables``: a list of operator names (each its own label) or a table
+    label -> operator; default sigma_x, sigma_y, sigma_z (two levels) or the populations."""
+    if value is None:
+        if dimension == 2:
+            value = list(PAULI_NAMES[:3])
+        else:
+            value = [f"proj_{k}" for k in range(dimension)]
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list):
+        if not value or not all(isinstance(item, str) for item in value):
+            raise SpecError(
+                "output.observables must be a non-empty list of operator names, or a table "
+                "label = operator"
+            )
+        return {
+            name: named_operator(name, dimension, f"output.observables[{i}]")
+            for i, name in enumerate(value)
+        }
+    if isinstance(value, dict):
+        if not value:
+            raise SpecError("output.observables is an empty table")
+        return {
+            str(label): _operator(item, f"output.observables.{label}", dimension)
+            for label, item in value.items()
+        }
+    raise SpecError(f"output.observables must be a list of names or a table; got {_short(value)}")
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _table(value: Any, where: str, allowed: tuple[str, ...] | None) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where} must be a table [{where}]; got {_short(value)}")
+    if allowed is not None:
+        _known_keys(value, allowed, where)
+    return value
+
+
+def _known_keys(table: dict, allowed: tuple[str, ...], where: str) -> None:
+    unknown = [key for key in table if key not in allowed]
+    if unknown:
+        prefix = "" if where == "the top level" else f"{where}."
+        raise SpecError(
+            f"unknown key {prefix}{unknown[0]} (in {where}); allowed keys are {list(allowed)}"
+        )
+
+
+def _number(value: Any, where: str, minimum: float | None = None, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where} must be a number; got {_short(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise SpecError(f"{where} must be finite; got {number}")
+    if positive and not number > 0.0:
+        raise SpecError(f"{where} must be > 0; got {number}")
+    if minimum is not None and number < minimum:
+        raise SpecError(f"{where} must be >= {minimum}; got {number}")
+    return number
+
+
+def _complex(value: Any, where: str) -> complex:
+    if isinstance(value, str):
+        try:
+            number = complex(value.replace(" ", ""))
+        except ValueError as error:
+            raise SpecError(
+                f"{where} must be a number or a complex number as text, e.g. '0.5j'; got {value!r}"
+            ) from error
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where} must be a number; got {_short(value)}")
+    else:
+        number = complex(value)
+    if not (math.isfinite(number.real) and math.isfinite(number.imag)):
+        raise SpecError(f"{where} must be finite; got {number}")
+    return number
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{where} must be true or false; got {_short(value)}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be text; got {_short(value)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,436 @@
+"""Run a spec (:mod:`nonmarkov.io.spec`): build its model, call the algorithms,
+write the results.
+
+:func:`prepare_spec` builds every run's model objects (system, baths, engine
+options) and the names of the files it will write, before anything runs: a bad
+value is a :class:`~nonmarkov.io.spec.SpecError` naming its key, an existing
+file a ``FileExistsError``. :func:`run_spec` then runs them in order. Each run is
+the call a Python script would make:
+
+- ``tempo``: :func:`~nonmarkov.tempo_compute` (one bath);
+- ``pt-tempo``: :func:`~nonmarkov.pt_tempo_compute` per bath (``construction``
+  as its ``method``), then :func:`~nonmarkov.compute_dynamics` with the list;
+- ``uniform``: :func:`~nonmarkov.pt_uniform_compute` per bath, then
+  :func:`~nonmarkov.compute_dynamics` for round((end - start) / dt) steps.
+
+Runs of a sweep whose process tensors depend on the same things (baths,
+parameters, times, method, options: :meth:`RunSpec.process_tensor_key`) share
+them: the process tensors are built once and every system is propagated on
+them. Each run's :class:`~nonmarkov.Dynamics` is written to ``<name>.h5`` (a
+sweep: ``<name>_<k>.h5``) with the spec, the sweep point, the observables and
+the provenance in its metadata; the observables of all runs are plotted into
+``<name>.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import platform
+import time
+import warnings
+from typing import Any
+
+from .. import backends
+from .._version import __version__
+from ..io.atomic import atomic_path
+from ..io.results import Dynamics
+from ..io.spec import RunSpec, Spec, SpecError
+from ..model.bath import Bath
+from ..model.correlations import PowerLawSD
+from ..model.parameters import TempoParameters, guess_tempo_parameters
+from ..model.system import System
+from ..options import EngineOptions, default_options
+from ..progress import check_progress_type, logger
+from .dynamics import compute_dynamics
+from .metadata import parameters_metadata
+from .pt_construction import pt_tempo_compute
+from .tempo import tempo_compute
+from .uniform import pt_uniform_compute
+
+
+@dataclasses.dataclass
+class PreparedRun:
+    """A run of a spec with its model objects and output file."""
+
+    spec: RunSpec
+    system: System
+    baths: list[Bath]
+    options: EngineOptions
+    results_file: str
+    process_tensor_files: list[str]
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What one run produced: its dynamics and where it was written."""
+
+    spec: RunSpec
+    dynamics: Dynamics
+    results_file: str
+    process_tensor_files: list[str]
+    reused_process_tensor: bool
+
+
+def build_model(run: RunSpec) -> tuple[System, list[Bath], EngineOptions]:
+    """The :class:`System`, the :class:`Bath` list and the engine options of ``run``;
+    an error of the library is a :class:`SpecError` naming the key."""
+    try:
+        system = System(
+            run.hamiltonian,
+            gammas=[rate for rate, _ in run.lindblad],
+            lindblad_operators=[operator for _, operator in run.lindblad],
+            name=run.system_name,
+        )
+    except (TypeError, ValueError) as error:
+        raise SpecError(f"[system]: {error}") from error
+    baths = []
+    for i, bath in enumerate(run.baths):
+        where = "bath" if len(run.baths) == 1 else f"bath[{i}]"
+        try:
+            correlations = PowerLawSD(
+                bath.alpha, bath.zeta, bath.cutoff, bath.cutoff_type, bath.temperature
+            )
+            baths.append(Bath(bath.coupling, correlations, name=bath.name))
+        except (TypeError, ValueError) as error:
+            raise SpecError(f"[{where}]: {error}") from error
+    if run.parameters is not None:
+        try:
+            TempoParameters(**run.parameters)
+        except (TypeError, ValueError) as error:
+            raise SpecError(f"[parameters]: {error}") from error
+    try:
+        options = default_options().replace(**run.options)
+    except (TypeError, ValueError) as error:
+        raise SpecError(f"[options]: {error}") from error
+    return system, baths, options
+
+
+def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[PreparedRun]:
+    """Build the model of every run of ``spec`` and name its files in ``output_dir``;
+    nothing runs. Raises :class:`SpecError` (a bad value) or ``FileExistsError`` (a
+    file that would be replaced, unless ``overwrite``)."""
+    count = len(spec.runs)
+    width = len(str(count - 1))
+    prepared = []
+    seen: set[str] = set()  # runs with a key seen before reuse its process tensors
+    for k, run in enumerate(spec.runs):
+        try:
+            system, baths, options = build_model(run)
+        except SpecError as error:
+            where = ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
+            suffix = f" (at the sweep point {where})" if where else ""
+            raise SpecError(f"{spec.source}: {error}{suffix}") from error
+        stem = spec.name if count == 1 else f"{spec.name}_{k:0{width}d}"
+        pt_files = []
+        first_use = run.process_tensor_key() not in seen
+        seen.add(run.process_tensor_key())
+        if run.save_process_tensor and first_use:
+            pt_files = [
+                os.path.join(output_dir, f"{stem}_pt{'' if len(baths) == 1 else j}.h5")
+                for j in range(len(baths))
+            ]
+        prepared.append(
+            PreparedRun(
+                run, system, baths, options, os.path.join(output_dir, f"{stem}.h5"), pt_files
+            )
+        )
+    targets = [p.results_file for p in prepared] + [
+        f for p in prepared for f in p.process_tensor_files
+    ]
+    if any(p.spec.plot for p in prepared):
+        targets.append(plot_file(spec, output_dir))
+    existing = [target for target in targets if os.path.exists(target)]
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{existing[0]} exists"
+            + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
+            + "; pass --overwrite (overwrite=True) or choose another output directory"
+        )
+    return prepared
+
+
+def plot_file(spec: Spec, output_dir: str) -> str:
+    """Where the plot of ``spec`` goes: ``<output_dir>/<name>.png``."""
+    return os.path.join(output_dir, f"{spec.name}.png")
+
+
+def provenance(command: list[str] | None = None) -> dict[str, Any]:
+    """Who made a result, when and where: library version, backend, precision,
+    Python, platform, UTC time and (if given) the command line."""
+    described: dict[str, Any] = {
+        "library_version": __version__,
+        "backend": backends.get_backend(),
+        "precision": backends.get_precision(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    if command is not None:
+        described["command"] = list(command)
+    return described
+
+
+def resolve_parameters(run: RunSpec, system: System, baths: list[Bath]) -> TempoParameters:
+    """The TempoParameters of ``run``: as given, or guessed for its one bath and
+    its system (:func:`~nonmarkov.guess_tempo_parameters`)."""
+    if run.parameters is not None:
+        return TempoParameters(**run.parameters)
+    kwargs = {} if run.tolerance is None else {"tolerance": run.tolerance}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*guess.*", category=UserWarning)
+        parameters = guess_tempo_parameters(baths[0], run.start, run.end, system, **kwargs)
+    logger.info(
+        "guessed parameters: dt=%g, dkmax=%s, epsrel=%g",
+        parameters.dt,
+        parameters.dkmax,
+        parameters.epsrel,
+    )
+    return parameters
+
+
+def _num_steps(run: RunSpec, dt: float) -> int:
+    return max(int(round((run.end - run.start) / dt)), 1)
+
+
+def _build_process_tensors(
+    prepared: PreparedRun, parameters: TempoParameters, progress_type: str
+) -> list[Any]:
+    run = prepared.spec
+    pts: list[Any] = []
+    for bath in prepared.baths:
+        if run.method == "pt-tempo":
+            pts.append(
+                pt_tempo_compute(
+                    bath,
+                    run.start,
+                    run.end,
+                    parameters,
+                    unique=run.unique,
+                    progress_type=progress_type,
+                    method=run.construction,
+                    options=prepared.options,
+                )
+            )
+        else:
+            pts.append(
+                pt_uniform_compute(
+                    bath,
+                    parameters,
+                    unique=run.unique,
+                    progress_type=progress_type,
+                    options=prepared.options,
+                )
+            )
+    return pts
+
+
+def execute(
+    prepared: PreparedRun,
+    progress_type: str | None = None,
+    cache: dict[str, tuple[TempoParameters, list[Any]]] | None = None,
+) -> tuple[Dynamics, TempoParameters, list[Any], bool, float]:
+    """Run one prepared run: (dynamics, parameters, process tensors, whether they
+    were reused from ``cache``, seconds spent building them)."""
+    run = prepared.spec
+    progress_type = check_progress_type(progress_type)
+    parameters = resolve_parameters(run, prepared.system, prepared.baths)
+    if run.method == "tempo":
+        dynamics = tempo_compute(
+            prepared.system,
+            prepared.baths[0],
+            run.initial_state,
+            run.start,
+            run.end,
+            parameters,
+            unique=run.unique,
+            progress_type=progress_type,
+            name=run.name,
+            options=prepared.options,
+        )
+        return dynamics, parameters, [], False, 0.0
+    key = run.process_tensor_key() + repr(parameters_metadata(parameters))
+    reused = cache is not None and key in cache
+    build_time = 0.0
+    if reused and cache is not None:
+        parameters, pts = cache[key]
+    else:
+        started = time.perf_counter()
+        pts = _build_process_tensors(prepared, parameters, progress_type)
+        build_time = time.perf_counter() - started
+        if cache is not None:
+            cache[key] = (parameters, pts)
+    if pts:
+        num_steps = None if run.method == "pt-tempo" else _num_steps(run, parameters.dt)
+        dynamics = compute_dynamics(
+            prepared.system,
+            run.initial_state,
+            num_steps=num_steps,
+            start_time=run.start,
+            process_tensor=pts,
+            progress_type=progress_type,
+            options=prepared.options,
+        )
+    else:  # no bath: the Lindblad dynamics of the system alone
+        dynamics = compute_dynamics(
+            prepared.system,
+            run.initial_state,
+            dt=parameters.dt,
+            num_steps=_num_steps(run, parameters.dt),
+            start_time=run.start,
+            progress_type=progress_type,
+            options=prepared.options,
+        )
+    dynamics.name = run.name
+    return dynamics, parameters, pts, reused, build_time
+
+
+def run_spec(
+    spec: Spec,
+    output_dir: str = "results",
+    progress_type: str | None = None,
+    overwrite: bool = False,
+    command: list[str] | None = None,
+) -> list[RunResult]:
+    """Run every run of ``spec``, write each one's dynamics to ``output_dir`` and plot
+    them all; returns what each run produced. All checks (:func:`prepare_spec`) come
+    before the first run."""
+    progress_type = check_progress_type(progress_type)
+    prepared_runs = prepare_spec(spec, output_dir, overwrite)
+    os.makedirs(output_dir, exist_ok=True)
+    cache: dict[str, tuple[TempoParameters, list[Any]]] = {}
+    results = []
+    for k, prepared in enumerate(prepared_runs):
+        run = prepared.spec
+        if len(prepared_runs) > 1:
+            where = ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
+            logger.info("run %d of %d: %s", k + 1, len(prepared_runs), where)
+        dynamics, parameters, pts, reused, build_time = execute(prepared, progress_type, cache)
+        dynamics.description = run.description
+        if _label(run) is not None:
+            dynamics.name = f"{run.name} ({_label(run)})"
+        dynamics.metadata.update(
+            {
+                "spec": {
+                    "text": spec.text,
+                    "source": spec.source,
+                    "name": spec.name,
+                    "run": k,
+                    "runs": len(prepared_runs),
+                    "point": run.point,
+                    "method": run.method,
+                    "construction": run.construction if run.method == "pt-tempo" else None,
+                },
+                "parameters_used": parameters_metadata(parameters),
+                "observables": {
+                    label: {"real": matrix.real.tolist(), "imag": matrix.imag.tolist()}
+                    for label, matrix in run.observables.items()
+                },
+                "provenance": provenance(command),
+                "process_tensor_build": {"wall_time_s": build_time, "reused": reused},
+            }
+        )
+        if reused:
+            prepared.process_tensor_files = []
+        elif run.save_process_tensor and not prepared.process_tensor_files:
+            stem = os.path.splitext(prepared.results_file)[0]  # (guessed parameters differ)
+            prepared.process_tensor_files = [
+                f"{stem}_pt{'' if len(pts) == 1 else j}.h5" for j in range(len(pts))
+            ]
+        for pt, filename in zip(pts, prepared.process_tensor_files):
+            pt.export(filename, overwrite=overwrite)
+            logger.info("wrote the process tensor to %s", filename)
+        dynamics.export(prepared.results_file, overwrite=overwrite)
+        results.append(
+            RunResult(run, dynamics, prepared.results_file, prepared.process_tensor_files, reused)
+        )
+    if any(result.spec.plot for result in results):
+        plot_results(
+            [result.dynamics for result in results],
+            [_label(result.spec) for result in results],
+            plot_file(spec, output_dir),
+            title=spec.name,
+        )
+    return results
+
+
+def _label(run: RunSpec) -> str | None:
+    if not run.point:
+        return None
+    return ", ".join(f"{key.split('.')[-1]}={_value(value)}" for key, value in run.point.items())
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value)
+    return text if len(text) <= 20 else text[:17] + "..."
+
+
+def plot_results(
+    dynamics_list: list[Dynamics],
+    labels: list[str | None],
+    filename: str,
+    title: str = "",
+) -> str:
+    """Plot the default observables of each :class:`Dynamics` (one panel per
+    observable, one line per dynamics) into the PNG ``filename`` (matplotlib,
+    Agg backend); returns ``filename``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    observables = dynamics_list[0].default_observables()
+    count = len(observables)
+    figure, axes = plt.subplots(
+        count, 1, figsize=(7, 2.2 * count + 0.6), sharex=True, squeeze=False
+    )
+    for dynamics, label in zip(dynamics_list, labels):
+        times, values = dynamics.expectations_of(observables, real=True)
+        if times is None:
+            continue
+        for ax, (name, series) in zip(axes[:, 0], values.items()):
+            ax.plot(times, series, label=label)
+            ax.set_ylabel(_axis_label(name))
+    axes[-1, 0].set_xlabel("time t")
+    if any(label is not None for label in labels):
+        axes[0, 0].legend(fontsize=7)
+    if title:
+        axes[0, 0].set_title(title)
+    figure.tight_layout()
+    _save_figure(figure, filename)
+    plt.close(figure)
+    logger.info("wrote the plot to %s", filename)
+    return filename
+
+
+def _axis_label(name: str) -> str:
+    """``<name>``, with sigma_x etc. as Greek letters."""
+    if name.startswith("sigma_") and name[6:] in ("x", "y", "z", "+", "-"):
+        return rf"$\langle\sigma_{{{name[6:]}}}\rangle$"
+    return rf"$\langle$ {name} $\rangle$"
+
+
+def _save_figure(figure: Any, filename: str) -> None:
+    """Save ``figure`` as a PNG that appears only when complete."""
+    with atomic_path(filename) as temporary:
+        with open(temporary, "wb") as handle:
+            figure.savefig(handle, format="png", dpi=120)
+
+
+def summary(results: list[RunResult]) -> list[str]:
+    """One line per run: where its results are, and what it cost."""
+    lines = []
+    for result in results:
+        stats = result.dynamics.statistics
+        seconds = stats.get("wall_time_s")
+        cost = f"{seconds:.2f} s" if isinstance(seconds, float) else ""
+        bond = stats.get("max_bond_dimension")
+        if bond is not None:
+            cost += f", max bond {bond}"
+        if result.reused_process_tensor:
+            cost += ", process tensor reused"
+        lines.append(f"{result.results_file}: {len(result.dynamics)} states ({cost})")
+    return lines

@@ -1,0 +1,307 @@
+"""The command line: ``nonmarkov run SPEC.toml``, ``plot``, ``inspect``, ``--version``.
+
+The spec checks run in-process (:func:`nonmarkov.io.spec.parse_spec`); the
+commands run as real subprocesses on spec files in ``tmp_path``, on the
+session's backend, few of them (each one imports the library). A run's file
+holds the dynamics of the equivalent Python calls to 1e-12: the spec names the
+session's engine options (``[options]``), so both make the same calls.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+import nonmarkov as nm
+from nonmarkov import backends, cli
+from nonmarkov.io.spec import SpecError, parse_spec
+from nonmarkov.methods import spec_run
+from nonmarkov.options import default_options
+
+SIGMA_X, SIGMA_Z = nm.operators.sigma("x"), nm.operators.sigma("z")
+
+BASE = """
+name = "tiny"
+method = "tempo"
+
+[system]
+hamiltonian = { sigma_x = 0.5 }
+initial_state = "up"
+
+[bath]
+coupling = { sigma_z = 0.5 }
+alpha = 0.1
+cutoff = 5.0
+temperature = 0.2
+
+[parameters]
+dt = 0.1
+tcut = 0.3
+epsrel = 1e-6
+
+[times]
+end = 1.0
+"""
+
+
+def _options_table() -> str:
+    """The session's engine options as a spec table (what the subprocess must use)."""
+    options = default_options()
+    return (
+        f"\n[options]\ndeterministic = {str(options.deterministic).lower()}\n"
+        f'window_sweep = "{options.window_sweep}"\n'
+    )
+
+
+def _system(coefficient: float = 0.5) -> nm.System:
+    return nm.System(coefficient * SIGMA_X, name="system")
+
+
+def _bath() -> nm.Bath:
+    return nm.Bath(0.5 * SIGMA_Z, nm.PowerLawSD(0.1, 1.0, 5.0, "exponential", 0.2), name="bath")
+
+
+PARAMETERS = {"dt": 0.1, "tcut": 0.3, "epsrel": 1e-6}
+
+
+def _cli(*args: str, cwd: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["NONMARKOV_BACKEND"] = backends.get_backend()
+    env["NONMARKOV_PRECISION"] = backends.get_precision()
+    env["MPLBACKEND"] = "Agg"
+    return subprocess.run(
+        [sys.executable, "-m", "nonmarkov", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+# ----------------------------------------------------------------------------- spec checks
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('method = "tempo"', 'method = "tebd"', ["method", "'tempo', 'pt-tempo', 'uniform'"]),
+        (
+            'method = "tempo"',
+            'method = { name = "pt-tempo", construction = "fast" }',
+            ["method.construction", "'sequential', 'repeated_block', 'divide_and_conquer'"],
+        ),
+        (
+            "alpha = 0.1",
+            'alpha = 0.1\ncutoff_type = "soft"',
+            ["bath.cutoff_type", "'exponential', 'gaussian', 'hard'"],
+        ),
+        (
+            "sigma_x = 0.5",
+            "sigma_w = 0.5",
+            ["system.hamiltonian", "unknown operator 'sigma_w'", "sigma_x"],
+        ),
+        ('initial_state = "up"', 'initial_state = "sideways"', ["system.initial_state", "'x+'"]),
+        ("alpha = 0.1", "alpha = -0.1", ["bath.alpha", ">= 0"]),
+        ("alpha = 0.1", 'alpha = "big"', ["bath.alpha", "must be a number"]),
+        ("temperature = 0.2", "temprature = 0.2", ["unknown key bath.temprature", "'temperature'"]),
+        ("end = 1.0", "stop = 1.0", ["times.stop", "'start', 'end'"]),
+        ("tcut = 0.3", "tcut = 0.3\ndkmax = 3", ["parameters", "tcut or dkmax"]),
+        ("dt = 0.1", "dt = 0.1\nguess = true", ["parameters", "guess = true takes only"]),
+        (
+            "sigma_x = 0.5",
+            "sigma_x = 0.5, sigma_y = 0.5, sigma_z = '1j'",
+            ["system.hamiltonian", "Hermitian"],
+        ),
+        ("end = 1.0", "end = 1.0\n[sweep]\nbath.alpha = 0.2", ["sweep.bath.alpha", "list"]),
+        ("end = 1.0", "end = 1.0\n[sweep]\nbaths.alpha = [0.2]", ["sweep.baths.alpha", "keys of"]),
+        (
+            "end = 1.0",
+            "end = 1.0\n[sweep]\nbath.alpha = [0.1, -1.0]",
+            ["bath.alpha", "sweep point bath.alpha = -1.0"],
+        ),
+        ("end = 1.0", "end = 1.0\n[options]\nspeed = 3", ["[options]", "deterministic"]),
+        (
+            "end = 1.0",
+            "end = 1.0\n[output]\nobservables = ['sigma_z*sigma_q']",
+            ["output.observables[0]", "'sigma_q'"],
+        ),
+    ],
+)
+def test_spec_errors_name_the_key_and_the_allowed_values(old, new, expected):
+    text = _replace(BASE, old, new)
+    with pytest.raises(SpecError) as error:
+        parse_spec(text, source="test.toml")
+    message = str(error.value)
+    assert message.startswith("test.toml: ")
+    for part in expected:
+        assert part in message, message
+
+
+def test_spec_errors_of_the_method_and_the_system():
+    two_baths = BASE.replace("[bath]", "[[bath]]") + (
+        "[[bath]]\ncoupling = { sigma_x = 0.5 }\nalpha = 0.1\ncutoff = 5.0\n"
+    )
+    with pytest.raises(SpecError, match="method 'tempo' takes exactly one bath"):
+        parse_spec(two_baths)
+    uniform = _replace(BASE, 'method = "tempo"', 'method = "uniform"').replace("tcut = 0.3\n", "")
+    with pytest.raises(SpecError, match="memory cut"):
+        parse_spec(uniform)
+    three = _replace(BASE, "[system]", "[system]\ndimension = 3")
+    with pytest.raises(SpecError, match="two levels"):
+        parse_spec(three)
+    with pytest.raises(SpecError, match="not valid TOML"):
+        parse_spec("name = ")
+    with pytest.raises(SpecError, match=r"\[times\] is missing"):
+        parse_spec(BASE.split("[times]")[0])
+
+
+def test_spec_forms_of_operators_states_and_sweeps():
+    text = _replace(
+        BASE,
+        "[times]",
+        "[output]\nobservables = { up = 'proj_0', coherence = [[0, '0.5-0.5j'], ['0.5+0.5j', 0]] }"
+        "\n[times]",
+    )
+    text = _replace(text, 'initial_state = "up"', "initial_state = [[0.5, 0.5], [0.5, 0.5]]")
+    text += "[sweep]\nsystem.hamiltonian.sigma_z = [0.0, 1.0]\n'bath.alpha' = [0.1, 0.2, 0.3]\n"
+    spec = parse_spec(text)
+    assert len(spec.runs) == 6 and spec.sweep_keys == ["system.hamiltonian.sigma_z", "bath.alpha"]
+    last = spec.runs[-1]
+    numpy.testing.assert_allclose(last.hamiltonian, 0.5 * SIGMA_X + SIGMA_Z)
+    assert last.baths[0].alpha == 0.3 and last.point == {
+        "system.hamiltonian.sigma_z": 1.0,
+        "bath.alpha": 0.3,
+    }
+    numpy.testing.assert_allclose(last.initial_state, nm.operators.spin_dm("x+"))
+    numpy.testing.assert_allclose(last.observables["coherence"][0, 1], 0.5 - 0.5j)
+    # runs that differ in the system only share the process tensor key, others do not
+    keys = [run.process_tensor_key() for run in spec.runs]
+    assert keys[0] == keys[3] and keys[0] != keys[1]
+
+
+def test_existing_results_are_not_replaced_unless_asked(tmp_path):
+    spec = parse_spec(BASE, source="tiny.toml")
+    (tmp_path / "tiny.h5").write_text("older results")
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        spec_run.prepare_spec(spec, str(tmp_path))
+    assert len(spec_run.prepare_spec(spec, str(tmp_path), overwrite=True)) == 1
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def test_run_writes_the_dynamics_of_tempo_and_a_plot(tmp_path):
+    (tmp_path / "tiny.toml").write_text(BASE + _options_table())
+    result = _cli("run", "tiny.toml", "--output", "out", "--progress", "silent", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "out/tiny.h5" in result.stdout and "out/tiny.png" in result.stdout
+    assert (tmp_path / "out" / "tiny.png").stat().st_size > 1000
+    dynamics = nm.import_dynamics(str(tmp_path / "out" / "tiny.h5"))
+    expected = nm.tempo_compute(
+        _system(),
+        _bath(),
+        nm.operators.spin_dm("up"),
+        0.0,
+        1.0,
+        nm.TempoParameters(**PARAMETERS),
+        progress_type="silent",
+    )
+    numpy.testing.assert_allclose(dynamics.times, expected.times, rtol=0, atol=1e-12)
+    numpy.testing.assert_allclose(dynamics.states, expected.states, rtol=0, atol=1e-12)
+    spec = dynamics.metadata["spec"]
+    assert spec["text"] == BASE + _options_table() and spec["method"] == "tempo"
+    assert dynamics.metadata["provenance"]["backend"] == backends.get_backend()
+    assert dynamics.metadata["created_by"] == "Tempo"
+    assert dynamics.statistics["max_bond_dimension"] >= 1
+
+    # the results file: inspect (in-process) and plot (a subprocess)
+    assert cli.main(["inspect", str(tmp_path / "out" / "tiny.h5")]) == 0
+    plotted = _cli("plot", "out/tiny.h5", "--output", "again.png", cwd=tmp_path)
+    assert plotted.returncode == 0, plotted.stderr
+    assert (tmp_path / "again.png").stat().st_size > 1000
+
+
+def test_run_reuses_one_process_tensor_over_a_sweep_of_systems(tmp_path):
+    text = _replace(
+        BASE, 'method = "tempo"', 'method = { name = "pt-tempo", save_process_tensor = true }'
+    )
+    text += _options_table() + "[sweep]\nsystem.hamiltonian.sigma_x = [0.5, 1.0]\n"
+    (tmp_path / "sweep.toml").write_text(text)
+    result = _cli("run", "sweep.toml", "-o", "out", "--progress", "silent", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    pt = nm.pt_tempo_compute(
+        _bath(), 0.0, 1.0, nm.TempoParameters(**PARAMETERS), progress_type="silent"
+    )
+    for k, coefficient in enumerate([0.5, 1.0]):
+        dynamics = nm.import_dynamics(str(tmp_path / "out" / f"tiny_{k}.h5"))
+        expected = nm.compute_dynamics(
+            _system(coefficient),
+            nm.operators.spin_dm("up"),
+            process_tensor=pt,
+            progress_type="silent",
+        )
+        numpy.testing.assert_allclose(dynamics.states, expected.states, rtol=0, atol=1e-12)
+        assert dynamics.metadata["process_tensor_build"]["reused"] is (k == 1)
+        assert dynamics.metadata["spec"]["point"] == {"system.hamiltonian.sigma_x": coefficient}
+    assert "reused" in result.stdout
+    # the saved process tensor: one file (the second run reused it), described by inspect
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "tiny.png",
+        "tiny_0.h5",
+        "tiny_0_pt.h5",
+        "tiny_1.h5",
+    ]
+    inspected = _cli("inspect", "out/tiny_0_pt.h5", cwd=tmp_path)
+    assert inspected.returncode == 0, inspected.stderr
+    assert "kind: process tensor" in inspected.stdout
+    assert "steps: 10" in inspected.stdout and "dt: 0.1" in inspected.stdout
+    assert f"max bond dimension: {max(pt.get_bond_dimensions())}" in inspected.stdout
+
+
+def test_a_bad_spec_is_a_message_and_exit_status_2_before_anything_runs(tmp_path):
+    (tmp_path / "bad.toml").write_text(_replace(BASE, "cutoff = 5.0", "cutof = 5.0"))
+    result = _cli("run", "bad.toml", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "unknown key bath.cutof" in result.stderr and "'cutoff'" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_version_and_inspect_errors(tmp_path, capsys):
+    result = _cli("--version", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.strip() == f"nonmarkov {nm.__version__}"
+    assert cli.main(["inspect", str(tmp_path / "missing.h5")]) == 2
+    (tmp_path / "notes.txt").write_text("not a results file")
+    assert cli.main(["inspect", str(tmp_path / "notes.txt")]) == 2
+    assert "unknown file type" in capsys.readouterr().err
+
+
+def test_uniform_runs_equal_the_python_calls(tmp_path):
+    text = _replace(BASE, 'method = "tempo"', 'method = "uniform"')
+    text += _options_table() + "[sweep]\nsystem.initial_state = ['up', 'x-']\n"
+    spec = parse_spec(text, source="uniform.toml")
+    results = spec_run.run_spec(spec, str(tmp_path), progress_type="silent")
+    uniform = nm.pt_uniform_compute(_bath(), nm.TempoParameters(**PARAMETERS))
+    for result, state in zip(results, ["up", "x-"]):
+        expected = nm.compute_dynamics(
+            _system(),
+            nm.operators.spin_dm(state),
+            num_steps=10,
+            process_tensor=uniform,
+            progress_type="silent",
+        )
+        numpy.testing.assert_allclose(result.dynamics.states, expected.states, atol=1e-12)
+        stored = nm.import_dynamics(result.results_file)
+        numpy.testing.assert_allclose(stored.states, expected.states, atol=1e-12)
+    assert [result.reused_process_tensor for result in results] == [False, True]
+    assert (tmp_path / "tiny.png").exists()
