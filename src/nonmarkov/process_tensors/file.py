@@ -32,6 +32,7 @@ from .hdf5 import FORMAT_NAME as FORMAT_NAME
 from .hdf5 import FORMAT_VERSION as FORMAT_VERSION
 from .hdf5 import ProcessTensorFileError as ProcessTensorFileError
 from .hdf5 import tensor_name as tensor_name
+from .oqupy_file import read_if_oqupy
 
 MODES = ("read", "write", "overwrite")
 PROCESS_TENSOR_TYPES = ("file", "simple")
@@ -373,15 +374,22 @@ def write_process_tensor(
 def import_process_tensor(
     filename: Any, process_tensor_type: str | None = None
 ) -> BaseProcessTensor:
-    """Open a process-tensor file.
+    """Open a process-tensor file: nonmarkov's own format, or an OQuPy 0.5 file.
 
     ``process_tensor_type``: ``'file'`` (default) returns a
     :class:`FileProcessTensor` that reads steps on demand; ``'simple'`` loads
     every step into a :class:`~nonmarkov.SimpleProcessTensor` and closes the
-    file.
+    file. A file written by OQuPy is converted on read into a
+    ``SimpleProcessTensor`` whatever the type asked for (its layout is checked
+    first, :mod:`nonmarkov.process_tensors.oqupy_file`); to use it from a
+    file, convert it once with :func:`convert_process_tensor`.
     """
     kind = "file" if process_tensor_type is None else process_tensor_type
     kind = check.choice(kind, PROCESS_TENSOR_TYPES, "process_tensor_type")
+    if isinstance(filename, (str, os.PathLike)):
+        from_oqupy = read_if_oqupy(hdf5.check_filename(filename))
+        if from_oqupy is not None:
+            return from_oqupy
     file_pt = FileProcessTensor("read", filename)
     if kind == "file":
         return file_pt
@@ -401,6 +409,24 @@ def import_process_tensor(
     finally:
         file_pt.close()
     return pt
+
+
+def convert_process_tensor(source: Any, target: Any, overwrite: bool = False) -> str:
+    """Write the process tensor of the file ``source`` (an OQuPy 0.5 file, or one
+    of nonmarkov's) to ``target`` in nonmarkov's format; return ``target``.
+
+    ``source`` is read and checked whole before anything is written; the new
+    file appears only when complete, and an existing ``target`` is refused
+    unless ``overwrite=True`` (FileExistsError). The result is a file that
+    :func:`import_process_tensor` opens as a :class:`FileProcessTensor`.
+    """
+    source = hdf5.check_filename(source)
+    target = hdf5.check_target(target, overwrite)
+    if os.path.exists(source) and os.path.exists(target) and os.path.samefile(source, target):
+        raise ValueError(f"source and target are the same file ({source!r})")
+    pt = import_process_tensor(source, "simple")
+    pt.export(target, overwrite=overwrite)
+    return target
 
 
 def leftover_files(directory: Any, remove: bool = False) -> list[str]:

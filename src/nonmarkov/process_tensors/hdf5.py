@@ -214,8 +214,9 @@ class Reader:
             if "oqupy_version" in attrs:
                 raise file_error(
                     self.filename,
-                    "is an OQuPy process-tensor file; nonmarkov "
-                    f"reads only its own format {FORMAT_NAME!r}",
+                    f"is an OQuPy process-tensor file, not nonmarkov's format {FORMAT_NAME!r}: "
+                    "nonmarkov.import_process_tensor converts it on read, "
+                    "nonmarkov.convert_process_tensor converts it to a file",
                 )
             raise file_error(
                 self.filename,
