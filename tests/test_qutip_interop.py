@@ -281,6 +281,18 @@ def test_states_to_qutip():
         states_to_qutip(dynamics.states[0])
 
 
+def test_dynamics_to_qutip_and_back():
+    dynamics = nm.compute_dynamics(
+        nm.System(qutip.sigmax()), qutip.basis(2, 0), dt=0.1, num_steps=3, **SILENT
+    )
+    states = dynamics.to_qutip()
+    assert np.array_equal(np.array([state.full() for state in states]), dynamics.states)
+    assert dynamics.to_qutip(dims=[[2], [2]])[0].dims == [[2], [2]]
+    back = nm.Dynamics(dynamics.times, states)
+    assert np.array_equal(back.states, dynamics.states)
+    assert nm.Dynamics().to_qutip() == []
+
+
 def test_the_library_never_imports_qutip():
     code = (
         "import sys, numpy as np, nonmarkov as nm\n"

@@ -61,7 +61,7 @@ class Dynamics:
     def add(self, time: float, state: Any) -> None:
         """Append the state (d, d) at ``time``."""
         time = check.real_number(time, "time")
-        matrix = default_np.array(state, dtype=default_np.complex128)
+        matrix = default_np.array(check.from_qutip(state, "state", "state"), dtype=complex)
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"state must be a square matrix; got shape {matrix.shape}")
         if self._states and matrix.shape != self._states[0].shape:
@@ -117,6 +117,16 @@ class Dynamics:
             matrix = check.square_matrix(operator, "operator", states.shape[1])
             values = default_np.einsum("ij,nji->n", matrix, states)
         return self.times, (values.real if check.boolean(real, "real") else values)
+
+    def to_qutip(self, dims: Any = None) -> list:
+        """The states as a list of ``qutip.Qobj`` density matrices, one per time.
+
+        ``dims``: QuTiP's tensor structure, e.g. ``[2, 2]`` for two qubits;
+        None: one space of dimension d. Needs QuTiP (``nonmarkov[qutip]``).
+        """
+        from .qutip_interop import states_to_qutip
+
+        return states_to_qutip(self.states, dims)
 
     def expectations_of(
         self, operators: Any, real: bool = False
