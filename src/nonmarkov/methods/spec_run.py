@@ -181,8 +181,9 @@ def resolve_parameters(run: RunSpec, system: System, baths: list[Bath]) -> Tempo
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*guess.*", category=UserWarning)
         parameters = guess_tempo_parameters(baths[0], run.start, run.end, system, **kwargs)
-    logger.info(
-        "guessed parameters: dt=%g, dkmax=%s, epsrel=%g",
+    logger.warning(
+        "guessed parameters dt=%g, dkmax=%s, epsrel=%g: a starting point; check "
+        "convergence by tightening them",
         parameters.dt,
         parameters.dkmax,
         parameters.epsrel,
