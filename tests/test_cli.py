@@ -18,7 +18,7 @@ import pytest
 
 import nonmarkov as nm
 from nonmarkov import backends, cli
-from nonmarkov.io.spec import SpecError, parse_spec
+from nonmarkov.io.spec import SpecError, load_spec, parse_spec
 from nonmarkov.methods import spec_run
 from nonmarkov.options import default_options
 
@@ -305,3 +305,12 @@ def test_uniform_runs_equal_the_python_calls(tmp_path):
         numpy.testing.assert_allclose(stored.states, expected.states, atol=1e-12)
     assert [result.reused_process_tensor for result in results] == [False, True]
     assert (tmp_path / "tiny.png").exists()
+
+
+def test_the_example_specs_are_valid():
+    examples = os.path.join(os.path.dirname(__file__), "..", "examples")
+    spin_boson = load_spec(os.path.join(examples, "spin_boson.toml"))
+    assert [run.baths[0].alpha for run in spin_boson.runs] == [0.05, 0.1, 0.2]
+    assert spin_boson.runs[0].method == "tempo" and spin_boson.runs[0].end == 6.0
+    reuse = load_spec(os.path.join(examples, "pt_reuse.toml"))
+    assert len(reuse.runs) == 6 and len({run.process_tensor_key() for run in reuse.runs}) == 1

@@ -125,8 +125,7 @@ def _run(args: argparse.Namespace, command: list[str]) -> int:
         print(f"wrote {spec_run.plot_file(spec, args.output)}")
     for result in results:
         for filename in result.process_tensor_files:
-            if not result.reused_process_tensor:
-                print(f"wrote {filename}")
+            print(f"wrote {filename}")
     return 0
 
 

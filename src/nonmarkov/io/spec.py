@@ -99,19 +99,11 @@ class RunSpec:
     point: dict[str, Any] = field(default_factory=dict)
     tree: dict[str, Any] = field(default_factory=dict)
 
-    def process_tensor_key(self) -> str:
-        """What the process tensors of this run depend on, as text: runs with the
-        same key share them (the system, initial state and observables may differ)."""
-        baths = [
-            {
-                "coupling": [bath.coupling.real.tolist(), bath.coupling.imag.tolist()],
-                **{k: getattr(bath, k) for k in ("alpha", "zeta", "cutoff", "cutoff_type")},
-                "temperature": bath.temperature,
-            }
-            for bath in self.baths
-        ]
-        described = {
-            "baths": baths,
+    def process_tensor_keys(self) -> list[str]:
+        """What the process tensor of each bath depends on, as text (one per bath):
+        runs with the same key for a bath share its process tensor (the system, the
+        initial state and the observables may differ)."""
+        common = {
             "method": self.method,
             "construction": self.construction,
             "unique": self.unique,
@@ -120,7 +112,20 @@ class RunSpec:
             "times": [self.start, self.end],
             "options": self.options,
         }
-        return json.dumps(described, sort_keys=True)
+        keys = []
+        for bath in self.baths:
+            described = {
+                "coupling": [bath.coupling.real.tolist(), bath.coupling.imag.tolist()],
+                **{k: getattr(bath, k) for k in ("alpha", "zeta", "cutoff", "cutoff_type")},
+                "temperature": bath.temperature,
+                **common,
+            }
+            keys.append(json.dumps(described, sort_keys=True))
+        return keys
+
+    def process_tensor_key(self) -> str:
+        """The keys of all baths together (:meth:`process_tensor_keys`)."""
+        return json.dumps(self.process_tensor_keys())
 
 
 @dataclass
@@ -163,6 +168,10 @@ def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> 
         name = _text(tree.get("name", default_name), "name")
         sweep = _sweep(tree.get("sweep", {}))
         base = {key: value for key, value in tree.items() if key != "sweep"}
+        if isinstance(base.get("method"), str):  # the short forms as tables, for the sweep
+            base["method"] = {"name": base["method"]}
+        if base.get("parameters") == "guess":
+            base["parameters"] = {"guess": True}
         runs = []
         keys = list(sweep)
         for values in itertools.product(*(sweep[key] for key in keys)):

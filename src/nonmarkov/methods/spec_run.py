@@ -5,7 +5,7 @@ write the results.
 options) and the names of the files it will write, before anything runs: a bad
 value is a :class:`~nonmarkov.io.spec.SpecError` naming its key, an existing
 file a ``FileExistsError``. :func:`run_spec` then runs them in order. Each run is
-the call a Python script would make:
+the calls a Python script would make:
 
 - ``tempo``: :func:`~nonmarkov.tempo_compute` (one bath);
 - ``pt-tempo``: :func:`~nonmarkov.pt_tempo_compute` per bath (``construction``
@@ -13,10 +13,10 @@ the call a Python script would make:
 - ``uniform``: :func:`~nonmarkov.pt_uniform_compute` per bath, then
   :func:`~nonmarkov.compute_dynamics` for round((end - start) / dt) steps.
 
-Runs of a sweep whose process tensors depend on the same things (baths,
-parameters, times, method, options: :meth:`RunSpec.process_tensor_key`) share
-them: the process tensors are built once and every system is propagated on
-them. Each run's :class:`~nonmarkov.Dynamics` is written to ``<name>.h5`` (a
+Runs of a sweep share the process tensor of a bath when it depends on the same
+things (the bath, parameters, times, method, options:
+:meth:`RunSpec.process_tensor_keys`): it is built once and every system is
+propagated on it. Each run's :class:`~nonmarkov.Dynamics` is written to ``<name>.h5`` (a
 sweep: ``<name>_<k>.h5``) with the spec, the sweep point, the observables and
 the provenance in its metadata; the observables of all runs are plotted into
 ``<name>.png``.
@@ -59,12 +59,14 @@ class PreparedRun:
     baths: list[Bath]
     options: EngineOptions
     results_file: str
-    process_tensor_files: list[str]
+    #: bath index -> the file its process tensor goes to (those first built by this run)
+    process_tensor_files: dict[int, str]
 
 
 @dataclasses.dataclass
 class RunResult:
-    """What one run produced: its dynamics and where it was written."""
+    """What one run produced: its dynamics and where it was written
+    (``reused_process_tensor``: every bath's process tensor came from an earlier run)."""
 
     spec: RunSpec
     dynamics: Dynamics
@@ -123,21 +125,18 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
             suffix = f" (at the sweep point {where})" if where else ""
             raise SpecError(f"{spec.source}: {error}{suffix}") from error
         stem = spec.name if count == 1 else f"{spec.name}_{k:0{width}d}"
-        pt_files = []
-        first_use = run.process_tensor_key() not in seen
-        seen.add(run.process_tensor_key())
-        if run.save_process_tensor and first_use:
-            pt_files = [
-                os.path.join(output_dir, f"{stem}_pt{'' if len(baths) == 1 else j}.h5")
-                for j in range(len(baths))
-            ]
+        pt_files = {}
+        for j, key in enumerate(run.process_tensor_keys()):
+            if run.save_process_tensor and key not in seen:
+                pt_files[j] = _pt_file(os.path.join(output_dir, stem), j, len(baths))
+            seen.add(key)
         prepared.append(
             PreparedRun(
                 run, system, baths, options, os.path.join(output_dir, f"{stem}.h5"), pt_files
             )
         )
     targets = [p.results_file for p in prepared] + [
-        f for p in prepared for f in p.process_tensor_files
+        f for p in prepared for f in p.process_tensor_files.values()
     ]
     if any(p.spec.plot for p in prepared):
         targets.append(plot_file(spec, output_dir))
@@ -149,6 +148,10 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
             + "; pass --overwrite (overwrite=True) or choose another output directory"
         )
     return prepared
+
+
+def _pt_file(stem: str, bath: int, count: int) -> str:
+    return f"{stem}_pt{'' if count == 1 else bath}.h5"
 
 
 def plot_file(spec: Spec, output_dir: str) -> str:
@@ -195,45 +198,45 @@ def _num_steps(run: RunSpec, dt: float) -> int:
     return max(int(round((run.end - run.start) / dt)), 1)
 
 
-def _build_process_tensors(
-    prepared: PreparedRun, parameters: TempoParameters, progress_type: str
-) -> list[Any]:
+def _build_process_tensor(
+    prepared: PreparedRun, bath: Bath, parameters: TempoParameters, progress_type: str
+) -> Any:
     run = prepared.spec
-    pts: list[Any] = []
-    for bath in prepared.baths:
-        if run.method == "pt-tempo":
-            pts.append(
-                pt_tempo_compute(
-                    bath,
-                    run.start,
-                    run.end,
-                    parameters,
-                    unique=run.unique,
-                    progress_type=progress_type,
-                    method=run.construction,
-                    options=prepared.options,
-                )
-            )
-        else:
-            pts.append(
-                pt_uniform_compute(
-                    bath,
-                    parameters,
-                    unique=run.unique,
-                    progress_type=progress_type,
-                    options=prepared.options,
-                )
-            )
-    return pts
+    if run.method == "pt-tempo":
+        return pt_tempo_compute(
+            bath,
+            run.start,
+            run.end,
+            parameters,
+            unique=run.unique,
+            progress_type=progress_type,
+            method=run.construction,
+            options=prepared.options,
+        )
+    return pt_uniform_compute(
+        bath, parameters, unique=run.unique, progress_type=progress_type, options=prepared.options
+    )
+
+
+@dataclasses.dataclass
+class Execution:
+    """One run done: its dynamics, the parameters used, the process tensors (one per
+    bath), whether each came from an earlier run, and the seconds spent building."""
+
+    dynamics: Dynamics
+    parameters: TempoParameters
+    process_tensors: list[Any]
+    reused: list[bool]
+    build_time: float
 
 
 def execute(
     prepared: PreparedRun,
     progress_type: str | None = None,
-    cache: dict[str, tuple[TempoParameters, list[Any]]] | None = None,
-) -> tuple[Dynamics, TempoParameters, list[Any], bool, float]:
-    """Run one prepared run: (dynamics, parameters, process tensors, whether they
-    were reused from ``cache``, seconds spent building them)."""
+    cache: dict[str, Any] | None = None,
+) -> Execution:
+    """Run one prepared run. ``cache`` (key -> process tensor) holds the process
+    tensors of earlier runs; the ones this run builds are added."""
     run = prepared.spec
     progress_type = check_progress_type(progress_type)
     parameters = resolve_parameters(run, prepared.system, prepared.baths)
@@ -250,18 +253,17 @@ def execute(
             name=run.name,
             options=prepared.options,
         )
-        return dynamics, parameters, [], False, 0.0
-    key = run.process_tensor_key() + repr(parameters_metadata(parameters))
-    reused = cache is not None and key in cache
-    build_time = 0.0
-    if reused and cache is not None:
-        parameters, pts = cache[key]
-    else:
-        started = time.perf_counter()
-        pts = _build_process_tensors(prepared, parameters, progress_type)
-        build_time = time.perf_counter() - started
-        if cache is not None:
-            cache[key] = (parameters, pts)
+        return Execution(dynamics, parameters, [], [], 0.0)
+    cache = {} if cache is None else cache
+    pts, reused = [], []
+    started = time.perf_counter()
+    for bath, key in zip(prepared.baths, run.process_tensor_keys()):
+        key += repr(parameters_metadata(parameters))  # (guessed parameters may differ)
+        reused.append(key in cache)
+        if key not in cache:
+            cache[key] = _build_process_tensor(prepared, bath, parameters, progress_type)
+        pts.append(cache[key])
+    build_time = time.perf_counter() - started
     if pts:
         num_steps = None if run.method == "pt-tempo" else _num_steps(run, parameters.dt)
         dynamics = compute_dynamics(
@@ -284,7 +286,7 @@ def execute(
             options=prepared.options,
         )
     dynamics.name = run.name
-    return dynamics, parameters, pts, reused, build_time
+    return Execution(dynamics, parameters, pts, reused, build_time)
 
 
 def run_spec(
@@ -300,14 +302,15 @@ def run_spec(
     progress_type = check_progress_type(progress_type)
     prepared_runs = prepare_spec(spec, output_dir, overwrite)
     os.makedirs(output_dir, exist_ok=True)
-    cache: dict[str, tuple[TempoParameters, list[Any]]] = {}
+    cache: dict[str, Any] = {}
     results = []
     for k, prepared in enumerate(prepared_runs):
         run = prepared.spec
         if len(prepared_runs) > 1:
             where = ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
             logger.info("run %d of %d: %s", k + 1, len(prepared_runs), where)
-        dynamics, parameters, pts, reused, build_time = execute(prepared, progress_type, cache)
+        done = execute(prepared, progress_type, cache)
+        dynamics = done.dynamics
         dynamics.description = run.description
         if _label(run) is not None:
             dynamics.name = f"{run.name} ({_label(run)})"
@@ -323,28 +326,41 @@ def run_spec(
                     "method": run.method,
                     "construction": run.construction if run.method == "pt-tempo" else None,
                 },
-                "parameters_used": parameters_metadata(parameters),
+                "parameters_used": parameters_metadata(done.parameters),
                 "observables": {
                     label: {"real": matrix.real.tolist(), "imag": matrix.imag.tolist()}
                     for label, matrix in run.observables.items()
                 },
                 "provenance": provenance(command),
-                "process_tensor_build": {"wall_time_s": build_time, "reused": reused},
+                "process_tensor_build": {
+                    "wall_time_s": done.build_time,
+                    "reused": bool(done.reused) and all(done.reused),
+                    "reused_per_bath": done.reused,
+                },
             }
         )
-        if reused:
-            prepared.process_tensor_files = []
-        elif run.save_process_tensor and not prepared.process_tensor_files:
-            stem = os.path.splitext(prepared.results_file)[0]  # (guessed parameters differ)
-            prepared.process_tensor_files = [
-                f"{stem}_pt{'' if len(pts) == 1 else j}.h5" for j in range(len(pts))
-            ]
-        for pt, filename in zip(pts, prepared.process_tensor_files):
-            pt.export(filename, overwrite=overwrite)
-            logger.info("wrote the process tensor to %s", filename)
+        written = []
+        if run.save_process_tensor:
+            stem = os.path.splitext(prepared.results_file)[0]
+            for j, (pt, reused) in enumerate(zip(done.process_tensors, done.reused)):
+                if reused:
+                    continue
+                # (a file not named in advance: guessed parameters that differ)
+                filename = prepared.process_tensor_files.get(j) or _pt_file(
+                    stem, j, len(done.process_tensors)
+                )
+                pt.export(filename, overwrite=overwrite)
+                logger.info("wrote the process tensor to %s", filename)
+                written.append(filename)
         dynamics.export(prepared.results_file, overwrite=overwrite)
         results.append(
-            RunResult(run, dynamics, prepared.results_file, prepared.process_tensor_files, reused)
+            RunResult(
+                run,
+                dynamics,
+                prepared.results_file,
+                written,
+                bool(done.reused) and all(done.reused),
+            )
         )
     if any(result.spec.plot for result in results):
         plot_results(
@@ -431,7 +447,10 @@ def summary(results: list[RunResult]) -> list[str]:
         bond = stats.get("max_bond_dimension")
         if bond is not None:
             cost += f", max bond {bond}"
+        reused = result.dynamics.metadata.get("process_tensor_build", {}).get("reused_per_bath")
         if result.reused_process_tensor:
             cost += ", process tensor reused"
+        elif reused and any(reused):
+            cost += f", {sum(reused)} of {len(reused)} process tensors reused"
         lines.append(f"{result.results_file}: {len(result.dynamics)} states ({cost})")
     return lines
