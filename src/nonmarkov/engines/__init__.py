@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..backends.numerical_backend import np
 from ..options import EngineOptions, resolve
 from .base import ChainEngine, TebdEngine, TebdSpec, WindowEngine, WindowSpec
+from .batched import BatchedChainEngine, HostBatchedChainEngine
 from .host import HostChainEngine, HostTebdEngine, HostWindowEngine
 
 
@@ -41,3 +42,13 @@ def tebd_engine(spec: TebdSpec, options: EngineOptions | None = None) -> TebdEng
 
         return JaxTebdEngine(spec, options)
     return HostTebdEngine(spec, options)
+
+
+def batched_chain_engine(options: EngineOptions | None = None) -> BatchedChainEngine:
+    """The batched chain engine (a batch of states, :mod:`.batched`) of the active backend."""
+    options = resolve(options)
+    if np.backend_name == "jax":
+        from .jax.batched import JaxBatchedChainEngine
+
+        return JaxBatchedChainEngine(options)
+    return HostBatchedChainEngine(options)

@@ -1,0 +1,122 @@
+"""The batched chain engine: a batch of system states through the same
+process-tensor steps, each member with its own propagators and controls.
+
+Every step is one batched contraction over the whole batch (the kernels of
+:mod:`nonmarkov.kernels.batched`), not a loop over members. The state is
+``v[m, b_1, ..., b_n, alpha]`` (member first); the process tensors' bonds and
+step tensors are shared by all members, the half-step propagators and the
+controls are shared, (d^2, d^2), or per member, (B, d^2, d^2). A control is
+folded into the propagator next to it (``first @ before``, ``after @ second``),
+which costs B d^6 instead of a product with the whole state.
+
+:func:`nonmarkov.engines.batched_chain_engine` chooses the implementation
+from the active backend: :class:`HostBatchedChainEngine` (the backend proxy's kernels step by
+step: NumPy, and JAX where the compiled scan does not apply) or
+:class:`~nonmarkov.engines.jax.batched.JaxBatchedChainEngine` (one compiled,
+vmapped ``lax.scan``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as default_np
+
+from ..backends.host import to_backend
+from ..backends.numerical_backend import np
+from ..kernels.batched import apply_step_tensor_batched, apply_superoperators, close_bonds_batched
+from ..options import EngineOptions, resolve
+from .base import LastArguments
+from .host import HostChainEngine
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchedChainRun:
+    """A whole propagation of a batch of B states through process-tensor steps
+    (host arrays); as :class:`~nonmarkov.engines.base.ChainRun`, member by member.
+
+    Parameters
+    ----------
+    initial : (B, d^2) the vectorised initial states.
+    num_steps : number of steps N.
+    propagators : ``propagators(k)`` -> (first, second), each (d^2, d^2) shared
+        by all members or (B, d^2, d^2) one per member. Return the same array
+        objects while they do not change (their derived arrays are reused).
+    constant_propagators : whether they are the same at every step.
+    controls : ``controls(k)`` -> (before, after), each None, (d^2, d^2) or
+        (B, d^2, d^2): applied before and after the propagation of step k; or None.
+    process_tensors : the process tensors shared by all members (each of at
+        least N steps).
+    record_all : read out after every step (else after the last only).
+    on_step : called with the number of steps done since the last call.
+    """
+
+    initial: Any
+    num_steps: int
+    propagators: Callable[[int], tuple[Any, Any]]
+    constant_propagators: bool
+    controls: Callable[[int], tuple[Any, Any]] | None
+    process_tensors: Sequence[Any]
+    record_all: bool
+    on_step: Callable[[int], None] = lambda count: None
+
+
+class BatchedChainEngine(Protocol):
+    """Propagation of a batch of system states through process-tensor steps."""
+
+    def run(self, run: BatchedChainRun) -> default_np.ndarray:
+        """The read-outs (B, d^2) after every step, (N, B, d^2), or after the last
+        step only, (1, B, d^2); host arrays."""
+
+
+def folded(first: Any, second: Any, before: Any, after: Any) -> tuple[Any, Any]:
+    """(first @ before, after @ second) of host arrays, each (d^2, d^2) or
+    (B, d^2, d^2) (broadcast); a None control is left out."""
+    if before is not None:
+        first = default_np.matmul(first, before)
+    if after is not None:
+        second = default_np.matmul(after, second)
+    return first, second
+
+
+class HostBatchedChainEngine:
+    """The batched chain engine on the kernels of :mod:`nonmarkov.kernels.batched`,
+    step by step on the active backend (see :class:`BatchedChainEngine`). Process
+    tensors are read through the host chain engine's
+    :meth:`~nonmarkov.engines.host.HostChainEngine.prepare` (a file streams)."""
+
+    def __init__(self, options: EngineOptions | None = None):
+        self._options = resolve(options)
+        self._propagators = LastArguments(
+            lambda first, second, before, after: tuple(
+                to_backend(array) for array in folded(first, second, before, after)
+            )
+        )
+
+    def run(self, run: BatchedChainRun) -> default_np.ndarray:
+        """See :meth:`BatchedChainEngine.run`."""
+        prepared = HostChainEngine(self._options).prepare(
+            run.process_tensors, run.num_steps, run.record_all
+        )
+        initial = default_np.asarray(run.initial)
+        members, d2 = initial.shape
+        state = to_backend(initial.reshape((members,) + (1,) * len(prepared) + (d2,)))
+        readouts = []
+        for step in range(run.num_steps):
+            before, after = (None, None) if run.controls is None else run.controls(step)
+            first, second = self._propagators(*run.propagators(step), before, after)
+            state = apply_superoperators(state, first)
+            for axis, pt in enumerate(prepared):
+                state = apply_superoperators(state, pt.transform_in)
+                state = apply_step_tensor_batched(state, pt.tensor(step), pt.classes, axis + 1)
+                state = apply_superoperators(state, pt.transform_out)
+            state = apply_superoperators(state, second)
+            if run.record_all or step == run.num_steps - 1:
+                vectors = close_bonds_batched(state, [pt.cap(step) for pt in prepared])
+                readouts.append(default_np.asarray(np.to_host(vectors)))
+            run.on_step(1)
+        if not readouts:
+            return default_np.zeros((0, members, d2), dtype=complex)
+        return default_np.asarray(readouts)
