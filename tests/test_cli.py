@@ -314,3 +314,24 @@ def test_the_example_specs_are_valid():
     assert spin_boson.runs[0].method == "tempo" and spin_boson.runs[0].end == 6.0
     reuse = load_spec(os.path.join(examples, "pt_reuse.toml"))
     assert len(reuse.runs) == 6 and len({run.process_tensor_key() for run in reuse.runs}) == 1
+
+
+def test_several_baths_share_process_tensors_bath_by_bath(tmp_path):
+    text = _replace(BASE, 'method = "tempo"', 'method = "pt-tempo"').replace("[bath]", "[[bath]]")
+    text = _replace(text, "end = 1.0", "end = 0.5")
+    text += "[[bath]]\ncoupling = { sigma_x = 0.5 }\nalpha = 0.02\ncutoff = 3.0\n"
+    text += "[sweep]\nbath.1.alpha = [0.02, 0.04]\n"
+    results = spec_run.run_spec(parse_spec(text), str(tmp_path), progress_type="silent")
+    builds = [result.dynamics.metadata["process_tensor_build"] for result in results]
+    assert [build["reused_per_bath"] for build in builds] == [[False, False], [True, False]]
+    assert [result.spec.baths[1].alpha for result in results] == [0.02, 0.04]
+    second = nm.Bath(0.5 * SIGMA_X, nm.PowerLawSD(0.04, 1.0, 3.0, "exponential", 0.0))
+    parameters = nm.TempoParameters(**PARAMETERS)
+    pts = [
+        nm.pt_tempo_compute(bath, 0.0, 0.5, parameters, progress_type="silent")
+        for bath in (_bath(), second)
+    ]
+    expected = nm.compute_dynamics(
+        _system(), nm.operators.spin_dm("up"), process_tensor=pts, progress_type="silent"
+    )
+    numpy.testing.assert_allclose(results[1].dynamics.states, expected.states, atol=1e-12)
