@@ -189,12 +189,22 @@ def test_spec_forms_of_operators_states_and_sweeps():
     assert keys[0] == keys[3] and keys[0] != keys[1]
 
 
-def test_existing_results_are_not_replaced_unless_asked(tmp_path):
+def test_existing_results_are_not_replaced_unless_asked(tmp_path, capsys):
     spec = parse_spec(BASE, source="tiny.toml")
     (tmp_path / "tiny.h5").write_text("older results")
     with pytest.raises(FileExistsError, match="--overwrite"):
         spec_run.prepare_spec(spec, str(tmp_path))
     assert len(spec_run.prepare_spec(spec, str(tmp_path), overwrite=True)) == 1
+    (tmp_path / "tiny.toml").write_text(BASE + "[sweep]\nbath.alpha = [0.1, 0.2]\n")
+    arguments = ["run", str(tmp_path / "tiny.toml"), "-o", str(tmp_path), "--progress", "silent"]
+    assert cli.main([*arguments, "--check"]) == 0  # lists the runs, runs nothing
+    out = capsys.readouterr().out
+    assert "2 run(s), method tempo" in out and "tiny_1.h5" in out and "bath.alpha = 0.2" in out
+    assert sorted(os.listdir(tmp_path)) == ["tiny.h5", "tiny.toml"]
+    (tmp_path / "tiny_1.h5").write_text("older results")
+    assert cli.main(arguments) == 2  # before the first run
+    assert "tiny_1.h5 exists" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["tiny.h5", "tiny.toml", "tiny_1.h5"]
 
 
 # ----------------------------------------------------------------------------- runs
