@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # a file of another kind, a run the library refuses
         print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE if args.command in ("plot", "inspect") else 1
+    except BrokenPipeError:  # the reader went away (`nonmarkov inspect FILE | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _set_backend(name: str | None) -> None:
