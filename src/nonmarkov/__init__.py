@@ -16,6 +16,7 @@ from . import bath_dynamics as bath_dynamics
 from . import control as control
 from . import correlations as correlations
 from . import dynamics as dynamics
+from . import gradient as gradient
 from . import helpers as helpers
 from . import operators as operators
 from . import options as options
@@ -27,16 +28,21 @@ from . import system_dynamics as system_dynamics
 from . import tempo as tempo
 from . import version as version
 from ._version import __version__ as __version__
+from .io.batched import BatchedDynamics as BatchedDynamics
 from .io.results import Dynamics as Dynamics
 from .io.results import MeanFieldDynamics as MeanFieldDynamics
 from .io.results import import_dynamics as import_dynamics
 from .io.results import import_mean_field_dynamics as import_mean_field_dynamics
+from .methods.autodiff import differentiable_dynamics as differentiable_dynamics
+from .methods.batched import compute_dynamics_batch as compute_dynamics_batch
 from .methods.bath_dynamics import TwoTimeBathCorrelations as TwoTimeBathCorrelations
 from .methods.correlations import compute_correlations as compute_correlations
 from .methods.correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.dynamics import compute_dynamics as compute_dynamics
 from .methods.gibbs import GibbsTempo as GibbsTempo
 from .methods.gibbs import gibbs_tempo_compute as gibbs_tempo_compute
+from .methods.gradient import compute_gradient_and_dynamics as compute_gradient_and_dynamics
+from .methods.gradient import state_gradient as state_gradient
 from .methods.mean_field import MeanFieldTempo as MeanFieldTempo
 from .methods.mean_field import compute_dynamics_with_field as compute_dynamics_with_field
 from .methods.pt_construction import pt_tempo_compute as pt_tempo_compute
@@ -58,6 +64,7 @@ from .model.control import Control as Control
 from .model.correlations import CustomCorrelations as CustomCorrelations
 from .model.correlations import CustomSD as CustomSD
 from .model.correlations import PowerLawSD as PowerLawSD
+from .model.parameterized import ParameterizedSystem as ParameterizedSystem
 from .model.parameters import GibbsParameters as GibbsParameters
 from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters
@@ -70,12 +77,18 @@ from .options import set_default_options as set_default_options
 from .process_tensors.base import SimpleProcessTensor as SimpleProcessTensor
 from .process_tensors.base import TrivialProcessTensor as TrivialProcessTensor
 from .process_tensors.file import FileProcessTensor as FileProcessTensor
+from .process_tensors.file import convert_process_tensor as convert_process_tensor
 from .process_tensors.file import import_process_tensor as import_process_tensor
 from .process_tensors.file import leftover_files as leftover_files
 from .process_tensors.uniform import UniformProcessTensor as UniformProcessTensor
+from .sweeps import SweepResults as SweepResults
+from .sweeps import cached_process_tensor as cached_process_tensor
+from .sweeps import import_sweep as import_sweep
+from .sweeps import sweep as sweep
 
 __all__ = [
     "AugmentedMPS",
+    "BatchedDynamics",
     "Bath",
     "ChainControl",
     "Control",
@@ -89,11 +102,13 @@ __all__ = [
     "MeanFieldDynamics",
     "MeanFieldSystem",
     "MeanFieldTempo",
+    "ParameterizedSystem",
     "PowerLawSD",
     "PtTebd",
     "PtTebdParameters",
     "PtTempo",
     "SimpleProcessTensor",
+    "SweepResults",
     "System",
     "SystemChain",
     "Tempo",
@@ -108,21 +123,28 @@ __all__ = [
     "bath",
     "bath_correlations",
     "bath_dynamics",
+    "cached_process_tensor",
     "compute_correlations",
     "compute_correlations_nt",
     "compute_dynamics",
+    "compute_dynamics_batch",
     "compute_dynamics_with_field",
+    "compute_gradient_and_dynamics",
     "compute_steady_state",
     "compute_uniform_dynamics",
     "control",
+    "convert_process_tensor",
     "correlations",
+    "differentiable_dynamics",
     "dynamics",
     "gibbs_tempo_compute",
+    "gradient",
     "guess_tempo_parameters",
     "helpers",
     "import_dynamics",
     "import_mean_field_dynamics",
     "import_process_tensor",
+    "import_sweep",
     "leftover_files",
     "operators",
     "options",
@@ -134,6 +156,8 @@ __all__ = [
     "pt_tempo_compute",
     "pt_uniform_compute",
     "set_default_options",
+    "state_gradient",
+    "sweep",
     "system",
     "system_dynamics",
     "tempo",

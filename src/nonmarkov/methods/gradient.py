@@ -48,7 +48,7 @@ from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress, check_progress_type
 from . import checks
-from .dynamics import chain_controls, check_dynamics_inputs
+from .dynamics import _as_process_tensor_list, chain_controls, check_dynamics_inputs
 from .metadata import dynamics_metadata
 
 
@@ -144,8 +144,8 @@ def compute_gradient_and_dynamics(
     process_tensors : a process tensor or a list of them (independent baths);
         an empty list for a system without bath (then give ``dt``).
     parameters : (2N, M) real, the parameters of each half step.
-    start_time, dt, num_steps : the grid (dt and N from the process tensors and
-        the parameters when None).
+    start_time, dt, num_steps : the grid; dt and N from the process tensors when
+        None (N from the parameters where no process tensor has a length).
     control : optional :class:`Control` (as in :func:`compute_dynamics`).
     record_all : record every state (else the initial and the final one).
     progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.
@@ -297,10 +297,11 @@ def _adjoint(
         )
     record_all = check.boolean(record_all, "record_all")
     array = system.check_parameters(parameters)
-    if num_steps is None:
-        num_steps = array.shape[0] // 2
     if process_tensors is None:
         process_tensors = []
+    finite = [pt for pt in _as_process_tensor_list(process_tensors) if pt.num_steps is not None]
+    if num_steps is None and not finite:
+        num_steps = array.shape[0] // 2  # no process tensor sets the length
     pts, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
         system,
         process_tensors,

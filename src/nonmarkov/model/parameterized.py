@@ -295,8 +295,8 @@ class ParameterizedSystem(BaseSystem):
         dt = check.positive_number(dt, "dt")
 
         def derivative(row: Any) -> list[default_np.ndarray]:
-            array = self.check_parameters(default_np.asarray(row, dtype=float).reshape(1, -1))
-            _, derivatives = self._halves_and_derivatives(dt, default_np.repeat(array, 2, axis=0))
+            rows = default_np.repeat(default_np.asarray(row, dtype=float).reshape(1, -1), 2, axis=0)
+            _, derivatives = self._halves_and_derivatives(dt, self.check_parameters(rows))
             return list(derivatives[0])
 
         return derivative
