@@ -26,6 +26,9 @@
 #      (bench_jax.py --jax-options);
 #   5. the backend-agreement tests with --backend jax;
 #   6. B1 and B2, NumPy (CPU, 1 BLAS thread) against JAX (cold and warm);
+#   6b. batched dynamics (bench_batched.py): 1, 100, 1000 systems on one
+#      process tensor (bond 32), a loop of compute_dynamics against
+#      compute_dynamics_batch on NumPy and on JAX (the device);
 #   7. (GPU only) the factorisations in complex64 at small bonds (is a
 #      cuSOLVER complex64 routine behind single precision's 1.7e-3 on the
 #      H200?) and the single-precision test again; XLA's memory for the B3
@@ -124,6 +127,9 @@ else
 fi
 test_summary=$(tail -n 1 "$out/tests.log" 2>/dev/null || echo "not run")
 bench small 80 --problems B1 B2
+# batched dynamics: a loop of compute_dynamics against compute_dynamics_batch, NumPy and JAX
+run_section batched 60 "$PYTHON" benchmarks/bench_batched.py --jax-platform "$platform" \
+    --sizes 1 100 1000 --loop-max 20 --repeat 2 --json "$out/batched.json"
 
 if [ "$platform" = cuda ]; then
     run_section linalg_single 40 "$PYTHON" benchmarks/bench_linalg.py --bonds 16 64 \
@@ -147,6 +153,7 @@ for name in b3_t4 small b3_full; do
     echo "-- $name"
     sed -n '/^problem/,$p' "$out/$name.log"
 done
+[ -f "$out/batched.log" ] && { echo "-- batched dynamics"; sed -n '/^time per member/,$p' "$out/batched.log"; }
 [ -f "$out/linalg.log" ] && { echo "-- factorisations"; cat "$out/linalg.log"; }
 [ -f "$out/linalg_single.log" ] && { echo "-- factorisations, complex64"
     cat "$out/linalg_single.log"; }

@@ -157,65 +157,46 @@ def compute_dynamics_batch(
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
     rho0 = []
     checked: dict[tuple[int, int], Any] = {}  # (system, control) -> the checked run
-    for m in range(batch):
-        key = (id(systems_b[m]), id(controls_b[m]))
-        try:
-            process_tensors, state, start, step, steps, progress = check_dynamics_inputs(
-                systems_b[m],
-                process_tensor,
-                states_b[m],
-                start_time,
-                dt,
-                num_steps,
-                controls_b[m],
-                progress_type,
-            )
-        except (TypeError, ValueError) as error:
-            raise type(error)(f"batch member {m}: {error}") from error
-        rho0.append(state)
-        checked.setdefault(key, (process_tensors, start, step, steps, progress))
+    with hot_loop_threads():  # (the checks' eigenvalues: small matrices, one BLAS thread)
+        for m in range(batch):
+            key = (id(systems_b[m]), id(controls_b[m]))
+            try:
+                process_tensors, state, start, step, steps, progress = check_dynamics_inputs(
+                    systems_b[m],
+                    process_tensor,
+                    states_b[m],
+                    start_time,
+                    dt,
+                    num_steps,
+                    controls_b[m],
+                    progress_type,
+                )
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"batch member {m}: {error}") from error
+            rho0.append(state)
+            checked.setdefault(key, (process_tensors, start, step, steps, progress))
     process_tensors, start_time, dt, num_steps, progress_type = next(iter(checked.values()))
     d = systems_b[0].dimension
     recorded = num_steps + 1 if record_all else min(num_steps, 1) + 1
     checks.affordable_run(num_steps, d, recorded * batch, "compute_dynamics_batch")
 
-    # the propagators of each distinct system, once; controls likewise
-    distinct: dict[int, Any] = {}
-    for member in systems_b:
-        if id(member) not in distinct:
-            distinct[id(member)] = member.get_propagators(
-                dt, start_time, subdiv_limit, liouvillian_epsrel
-            )
-    controls: dict[int, Any] = {}
-    for member_control in controls_b:
-        if id(member_control) not in controls:
-            controls[id(member_control)] = chain_controls(member_control, dt, start_time)
-    initial = default_np.asarray(rho0).reshape(batch, d * d)
-    for m, member_control in enumerate(controls_b):
-        first_control = controls[id(member_control)][0]
-        if first_control is not None:
-            initial[m] = first_control @ initial[m]
-
-    bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in process_tensors]
-    chunk = _chunk_size(batch, d, math.prod(bonds), recorded, batch_bytes or BATCH_BYTES)
-    chunks = [range(lo, min(lo + chunk, batch)) for lo in range(0, batch, chunk)]
-    engine = batched_chain_engine(options)
-    readouts = []
-    with hot_loop_threads(), Progress(num_steps * len(chunks), progress_type, "dynamics") as bar:
-        for members in chunks:
-            run = BatchedChainRun(
-                initial=initial[members.start : members.stop],
-                num_steps=num_steps,
-                propagators=_Propagators(
-                    [systems_b[m] for m in members], distinct, d, num_steps > 0
-                ),
-                constant_propagators=all(type(systems_b[m]) is System for m in members),
-                controls=_controls([controls_b[m] for m in members], controls, d),
-                process_tensors=process_tensors,
-                record_all=record_all,
-                on_step=bar.update,
-            )
-            readouts.append(engine.run(run))
+    with hot_loop_threads():  # (small matrices: one BLAS thread, also for the expms)
+        readouts = _run_chunks(
+            systems_b,
+            controls_b,
+            rho0,
+            process_tensors,
+            start_time,
+            dt,
+            num_steps,
+            record_all,
+            progress_type,
+            subdiv_limit,
+            liouvillian_epsrel,
+            options,
+            batch_bytes or BATCH_BYTES,
+        )
+    initial = readouts.pop(0)
     vectors = default_np.concatenate(readouts, axis=1) if readouts else None
     states = default_np.concatenate(
         [initial[None], vectors if vectors is not None else initial[None, :0]], axis=0
@@ -229,6 +210,65 @@ def compute_dynamics_batch(
         states,
         _metadata(systems_b, controls_b, process_tensors, start_time, dt, num_steps, record_all),
     )
+
+
+def _run_chunks(
+    systems_b: list[BaseSystem],
+    controls_b: list[Control | None],
+    rho0: list[Any],
+    process_tensors: list[Any],
+    start_time: float,
+    dt: float,
+    num_steps: int,
+    record_all: bool,
+    progress_type: str,
+    subdiv_limit: int | None,
+    liouvillian_epsrel: float,
+    options: EngineOptions | None,
+    batch_bytes: int,
+) -> list[Any]:
+    """[the initial states (B, d^2) after pre(0), then the read-outs (R, b, d^2) of
+    each chunk]: the propagators of each distinct system and control once, the
+    chunks one after another on the batched chain engine."""
+    batch = len(systems_b)
+    d = systems_b[0].dimension
+    distinct: dict[int, Any] = {}
+    for member in systems_b:
+        if id(member) not in distinct:
+            distinct[id(member)] = member.get_propagators(
+                dt, start_time, subdiv_limit, liouvillian_epsrel
+            )
+    controls: dict[int, Any] = {}
+    for member_control in controls_b:
+        if id(member_control) not in controls:
+            controls[id(member_control)] = chain_controls(member_control, dt, start_time)
+    initial = default_np.asarray(rho0, dtype=complex).reshape(batch, d * d)
+    for m, member_control in enumerate(controls_b):
+        first_control = controls[id(member_control)][0]
+        if first_control is not None:
+            initial[m] = first_control @ initial[m]
+    recorded = num_steps + 1 if record_all else min(num_steps, 1) + 1
+    bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in process_tensors]
+    chunk = _chunk_size(batch, d, math.prod(bonds), recorded, batch_bytes)
+    chunks = [range(lo, min(lo + chunk, batch)) for lo in range(0, batch, chunk)]
+    engine = batched_chain_engine(options)
+    results: list[Any] = [initial]
+    with Progress(num_steps * len(chunks), progress_type, "dynamics") as bar:
+        for members in chunks:
+            run = BatchedChainRun(
+                initial=initial[members.start : members.stop],
+                num_steps=num_steps,
+                propagators=_Propagators(
+                    [systems_b[m] for m in members], distinct, d, num_steps > 0
+                ),
+                constant_propagators=all(type(systems_b[m]) is System for m in members),
+                controls=_controls([controls_b[m] for m in members], controls, d),
+                process_tensors=process_tensors,
+                record_all=record_all,
+                on_step=bar.update,
+            )
+            results.append(engine.run(run))
+    return results
 
 
 def _chunk_size(batch: int, d: int, bond_product: int, recorded: int, limit: int) -> int:
