@@ -94,7 +94,7 @@ def test_dynamics_on_a_real_oqupy_file_equal_oqupys(oqupy_run, tmp_path):
     assert np.max(np.abs(states[0] - pt.get_cap_tensor(0)[0] * RHO0)) < 1e-10
     assert np.max(np.abs(dynamics.states[1:] - states[1:])) < 1e-10
 
-    converted = convert_process_tensor(filename, tmp_path / "ours.hdf5")
+    converted = nm.convert_process_tensor(filename, tmp_path / "ours.hdf5")
     file_pt = nm.import_process_tensor(converted)
     assert isinstance(file_pt, nm.FileProcessTensor)
     again = nm.compute_dynamics(nm.System(HAMILTONIAN), RHO0, process_tensor=file_pt, **SILENT)
@@ -191,6 +191,7 @@ def test_files_without_caps_or_dt(our_pt, tmp_path):
 def test_convert_process_tensor(our_pt, tmp_path):
     source = write_oqupy_layout(tmp_path / "oqupy.hdf5", our_pt)
     target = tmp_path / "ours.hdf5"
+    assert nm.convert_process_tensor is convert_process_tensor
     assert convert_process_tensor(source, target) == str(target)
     with nm.import_process_tensor(str(target)) as file_pt:
         assert isinstance(file_pt, nm.FileProcessTensor)
