@@ -32,7 +32,7 @@ from typing import Any
 from griffe import Extension, Object
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from markdown_text import escape_brackets  # noqa: E402
+from markdown_text import escape_brackets, escape_indices  # noqa: E402
 
 ENTRY_SECTIONS = {
     "parameters",
@@ -82,9 +82,10 @@ def close_sections(text: str) -> str:
 
 
 class CloseSectionsAtParagraphs(Extension):
-    """Apply :func:`close_sections` and the site's bracket rule
-    (``markdown_text.escape_brackets``) to every docstring griffe loads."""
+    """Apply :func:`close_sections` and the site's text rules (``markdown_text``:
+    brackets and indices stay text) to every docstring griffe loads."""
 
     def on_instance(self, *, node: Any, obj: Object, agent: Any, **kwargs: Any) -> None:
         if obj.docstring is not None:
-            obj.docstring.value = escape_brackets(close_sections(obj.docstring.value))
+            text = close_sections(obj.docstring.value)
+            obj.docstring.value = escape_indices(escape_brackets(text))

@@ -1,10 +1,14 @@
-"""One rule for the site's Markdown text: a ``<`` that does not open an HTML tag is text.
+"""The site's rules for Markdown text: a ``<`` that does not open an HTML tag is
+text, and so is the ``][`` of an index in a docstring.
 
 The pages and docstrings write brackets of physics, <sigma_z>, <B(t_b) A(t_a)>,
 |k><k|, which Markdown would pass on as (unknown) HTML tags and a browser would
 then hide. ``escape_brackets`` turns every ``<`` outside code spans and fenced
 code blocks into ``&lt;`` unless it opens a comment or one of the HTML tags in
 ``TAGS`` (written as a tag: the name, then a space, ``/`` or ``>``).
+``escape_indices`` keeps ``D[k][a, b]`` in a docstring from being read as a
+Markdown reference link (``[text][ref]``; the explicit cross-reference
+``[name][]`` is kept).
 """
 
 from __future__ import annotations
@@ -20,6 +24,29 @@ CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
+INDEX = re.compile(r"\]\[(?!\])")
+
+
+def _outside_code(markdown: str, escape) -> str:
+    """``markdown`` with ``escape`` applied to the text outside code spans, fenced
+    code blocks and doctest lines."""
+    lines, fenced = [], False
+    for line in markdown.split("\n"):
+        if FENCE.match(line):
+            fenced = not fenced
+        if fenced or FENCE.match(line) or line.lstrip().startswith((">>>", "... ")):
+            lines.append(line)
+            continue
+        pieces, start = [], 0
+        for span in CODE_SPAN.finditer(line):
+            pieces.append(escape(line[start : span.start()]))
+            pieces.append(span.group(0))
+            start = span.end()
+        pieces.append(escape(line[start:]))
+        lines.append("".join(pieces))
+    return "\n".join(lines)
+
+
 def _escape_text(text: str) -> str:
     out, start = [], 0
     for match in re.finditer("<", text):
@@ -33,18 +60,9 @@ def _escape_text(text: str) -> str:
 
 def escape_brackets(markdown: str) -> str:
     """``markdown`` with the ``<`` of text (not of tags, code or doctest lines) escaped."""
-    lines, fenced = [], False
-    for line in markdown.split("\n"):
-        if FENCE.match(line):
-            fenced = not fenced
-        if fenced or FENCE.match(line) or line.lstrip().startswith((">>>", "... ")):
-            lines.append(line)
-            continue
-        pieces, start = [], 0
-        for span in CODE_SPAN.finditer(line):
-            pieces.append(_escape_text(line[start : span.start()]))
-            pieces.append(span.group(0))
-            start = span.end()
-        pieces.append(_escape_text(line[start:]))
-        lines.append("".join(pieces))
-    return "\n".join(lines)
+    return _outside_code(markdown, _escape_text)
+
+
+def escape_indices(markdown: str) -> str:
+    """``markdown`` with the ``][`` of indices outside code written ``]\\[``."""
+    return _outside_code(markdown, lambda text: INDEX.sub("]\\\\[", text))
