@@ -204,3 +204,32 @@ def test_jax_runs_a_mixed_batch_as_one_compiled_scan(two_process_tensors, monkey
     )
     assert calls == [True]  # time-dependent members and controls: one scan, one chunk
     assert_members_equal(batch, systems, states, two_process_tensors, controls())
+
+
+def test_a_family_of_parameterized_systems(two_process_tensors):
+    """A ParameterizedSystem with one parameter array per member: a batch of pulses."""
+    pt = two_process_tensors[0]
+    family = nm.ParameterizedSystem(lambda x, z: 0.5 * x * SX + 0.5 * z * SZ)
+    times = (np.arange(2 * STEPS) + 0.5) * DT / 2
+    parameters = np.stack(
+        [np.stack([a * np.exp(-((times - 0.5) ** 2)), 0.1 + 0 * times], axis=1) for a in (0.5, 2)]
+    )  # (2, 2N, 2)
+    rho0 = nm.operators.spin_dm("up")
+    batch = compute_dynamics_batch(family, rho0, process_tensor=pt, parameters=parameters)
+    for m in range(2):
+        _, reference = nm.compute_gradient_and_dynamics(
+            family, rho0, np.zeros((2, 2)), pt, parameters[m], progress_type="silent"
+        )
+        assert np.max(np.abs(batch[m].states - reference.states)) < TOLERANCE
+    shared = compute_dynamics_batch(
+        family, [rho0, nm.operators.spin_dm("down")], process_tensor=pt, parameters=parameters[1]
+    )
+    assert np.max(np.abs(shared[0].states - batch[1].states)) < TOLERANCE
+    with pytest.raises(TypeError, match="systems\\[0\\] must be a ParameterizedSystem"):
+        compute_dynamics_batch(nm.System(SX), rho0, process_tensor=pt, parameters=parameters)
+    with pytest.raises(TypeError, match="needs its parameters"):
+        compute_dynamics_batch(family, rho0, process_tensor=pt)
+    with pytest.raises(ValueError, match="batch member 1: parameters has 4 rows"):
+        compute_dynamics_batch(
+            family, rho0, process_tensor=pt, parameters=[parameters[0], parameters[1][:4]]
+        )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as default_np
 
@@ -27,6 +27,7 @@ from ..engines import batched_chain_engine
 from ..engines.batched import BatchedChainRun
 from ..io.batched import BatchedDynamics
 from ..model.control import Control
+from ..model.parameterized import ParameterizedSystem
 from ..model.system import BaseSystem, System
 from ..options import EngineOptions
 from ..progress import Progress
@@ -67,6 +68,23 @@ def _batch_states(initial_states: Any) -> list[Any] | None:
     return None  # one state (d, d), checked below
 
 
+def _batch_parameters(parameters: Any) -> list[Any] | None:
+    """The parameters as a list of B (2N, M) arrays (a list, or a (B, 2N, M) array),
+    or None for one array shared by every member (or none at all)."""
+    if parameters is None:
+        return None
+    if isinstance(parameters, default_np.ndarray) and parameters.ndim == 3:
+        if parameters.shape[0] == 0:
+            raise ValueError("parameters is empty: a batch needs at least one member")
+        return list(parameters)
+    if isinstance(parameters, list | tuple):
+        if not parameters:
+            raise ValueError("parameters is an empty list: a batch needs at least one member")
+        if default_np.ndim(parameters[0]) == 2:
+            return list(parameters)
+    return None
+
+
 def _batch_size(lengths: dict[str, int | None]) -> int:
     given = {name: n for name, n in lengths.items() if n is not None}
     sizes = set(given.values())
@@ -93,6 +111,7 @@ def compute_dynamics_batch(
     progress_type: str | None = None,
     options: EngineOptions | None = None,
     batch_bytes: int | None = None,
+    parameters: Any = None,
 ) -> BatchedDynamics:
     """Reduced dynamics of a batch of B systems on the same process tensor(s).
 
@@ -100,7 +119,8 @@ def compute_dynamics_batch(
     ----------
     systems : one System/TimeDependentSystem (for every member) or a list of B
         of them, all of one dimension d; time-independent and time-dependent
-        systems may be mixed.
+        systems may be mixed. With ``parameters``: one ParameterizedSystem (a
+        family: every member with its own parameters) or a list of B of them.
     initial_states : one (d, d) density matrix (for every member), a list of B,
         or a (B, d, d) array.
     dt, num_steps, start_time : as for :func:`~nonmarkov.compute_dynamics`.
@@ -116,6 +136,9 @@ def compute_dynamics_batch(
     batch_bytes : bound (bytes) on the batched states of one chunk and their
         read-outs (default :data:`BATCH_BYTES`, 256 MiB); a larger batch runs in
         chunks, one after another.
+    parameters : for ParameterizedSystem members, their control parameters:
+        one (2N, M) array (row 2k: the first half of step k, 2k + 1 the second)
+        for every member, a list of B such arrays, or a (B, 2N, M) array.
 
     The batch size B is the length of the lists given (those given once serve
     every member). Returns a :class:`~nonmarkov.io.batched.BatchedDynamics`:
@@ -128,20 +151,28 @@ def compute_dynamics_batch(
     system_list = _as_members(systems, "systems", BaseSystem)
     state_list = _batch_states(initial_states)
     control_list = _as_members(control, "control", Control)
+    parameter_list = _batch_parameters(parameters)
     batch = _batch_size(
         {
             "systems": None if system_list is None else len(system_list),
             "initial_states": None if state_list is None else len(state_list),
             "control": None if control_list is None else len(control_list),
+            "parameters": None if parameter_list is None else len(parameter_list),
         }
     )
     systems_b = system_list or [systems] * batch
     states_b = state_list or [initial_states] * batch
     controls_b = control_list or [control] * batch
+    parameters_b = parameter_list or [parameters] * batch
     for m, member in enumerate(systems_b):
         if not isinstance(member, BaseSystem):
             raise TypeError(
                 f"systems[{m}] must be a System or TimeDependentSystem; got {type(member).__name__}"
+            )
+        if parameters is not None and not isinstance(member, ParameterizedSystem):
+            raise TypeError(
+                f"parameters are given, so systems[{m}] must be a ParameterizedSystem; got "
+                f"{type(member).__name__} (a batch with parameters is one of parameterized systems)"
             )
         if member.dimension != systems_b[0].dimension:
             raise ValueError(
@@ -157,6 +188,8 @@ def compute_dynamics_batch(
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
     rho0 = []
     checked: dict[tuple[int, int], Any] = {}  # (system, control) -> the checked run
+    checked_parameters: dict[int, Any] = {}
+    member_parameters: list[Any] = []
     with hot_loop_threads():  # (the checks' eigenvalues: small matrices, one BLAS thread)
         for m in range(batch):
             key = (id(systems_b[m]), id(controls_b[m]))
@@ -170,7 +203,16 @@ def compute_dynamics_batch(
                     num_steps,
                     controls_b[m],
                     progress_type,
+                    parameters is not None,
                 )
+                if parameters is not None:  # (a shared array is checked once)
+                    original = id(parameters_b[m])  # (parameters_b keeps it alive)
+                    if original not in checked_parameters:
+                        family = cast(ParameterizedSystem, systems_b[m])
+                        checked_parameters[original] = family.check_parameters(
+                            parameters_b[m], steps
+                        )
+                    member_parameters.append(checked_parameters[original])
             except (TypeError, ValueError) as error:
                 raise type(error)(f"batch member {m}: {error}") from error
             rho0.append(state)
@@ -183,6 +225,7 @@ def compute_dynamics_batch(
     with hot_loop_threads():  # (small matrices: one BLAS thread, also for the expms)
         readouts = _run_chunks(
             systems_b,
+            member_parameters if parameters is not None else None,
             controls_b,
             rho0,
             process_tensors,
@@ -214,6 +257,7 @@ def compute_dynamics_batch(
 
 def _run_chunks(
     systems_b: list[BaseSystem],
+    parameters_b: list[Any] | None,
     controls_b: list[Control | None],
     rho0: list[Any],
     process_tensors: list[Any],
@@ -232,12 +276,21 @@ def _run_chunks(
     chunks one after another on the batched chain engine."""
     batch = len(systems_b)
     d = systems_b[0].dimension
-    distinct: dict[int, Any] = {}
-    for member in systems_b:
+    distinct: dict[Any, Any] = {}
+    propagators: list[Any] = []  # each member's propagators(k), one object per distinct system
+    for m, member in enumerate(systems_b):
+        if parameters_b is not None:
+            key = (id(member), id(parameters_b[m]))
+            if key not in distinct:
+                family = cast(ParameterizedSystem, member)
+                distinct[key] = family.get_propagators(dt, parameters_b[m])
+            propagators.append(distinct[key])
+            continue
         if id(member) not in distinct:
             distinct[id(member)] = member.get_propagators(
                 dt, start_time, subdiv_limit, liouvillian_epsrel
             )
+        propagators.append(distinct[id(member)])
     controls: dict[int, Any] = {}
     for member_control in controls_b:
         if id(member_control) not in controls:
@@ -259,7 +312,10 @@ def _run_chunks(
                 initial=initial[members.start : members.stop],
                 num_steps=num_steps,
                 propagators=_Propagators(
-                    [systems_b[m] for m in members], distinct, d, num_steps > 0
+                    [propagators[m] for m in members],
+                    [type(systems_b[m]) is System for m in members],
+                    d,
+                    num_steps > 0,
                 ),
                 constant_propagators=all(type(systems_b[m]) is System for m in members),
                 controls=_controls([controls_b[m] for m in members], controls, d),
@@ -279,21 +335,19 @@ def _chunk_size(batch: int, d: int, bond_product: int, recorded: int, limit: int
 
 
 class _Propagators:
-    """``propagators(k)`` of a chunk of members: (d^2, d^2) when one system serves
+    """``propagators(k)`` of a chunk of members, from each member's own
+    ``propagators(k)`` (one object per distinct system): (d^2, d^2) when one serves
     every member, else (b, d^2, d^2) stacks; the rows of time-independent members
-    are computed once, those of time-dependent ones at each step (once per
-    distinct system). Returns the same arrays while nothing changes."""
+    (``constant``) are computed once, the others at each step (once per distinct
+    object). Returns the same arrays while nothing changes."""
 
-    def __init__(self, members: list[BaseSystem], distinct: dict[int, Any], d: int, run: bool):
+    def __init__(self, members: list[Any], constant: list[bool], d: int, run: bool):
         self._members = members
-        self._distinct = distinct
         self._shared = all(member is members[0] for member in members)
-        self._varying = [m for m, member in enumerate(members) if type(member) is not System]
+        self._varying = [m for m, fixed in enumerate(constant) if not fixed]
         self._stacks: tuple[Any, ...] | None = None
         if not self._shared and run:
-            pairs = {
-                id(member): distinct[id(member)](0) for member in members if type(member) is System
-            }
+            pairs = {id(member): member(0) for member, fixed in zip(members, constant) if fixed}
             identity = default_np.identity(d * d, dtype=complex)
             self._stacks = tuple(
                 default_np.stack(
@@ -307,7 +361,7 @@ class _Propagators:
 
     def __call__(self, step: int) -> tuple[Any, Any]:
         if self._shared:
-            return self._distinct[id(self._members[0])](step)
+            return self._members[0](step)
         if self._stacks is None:
             raise ValueError("propagators of a run without steps")
         if not self._varying:
@@ -317,7 +371,7 @@ class _Propagators:
         for m in self._varying:
             member = self._members[m]
             if id(member) not in pairs:
-                pairs[id(member)] = self._distinct[id(member)](step)
+                pairs[id(member)] = member(step)
             first[m], second[m] = pairs[id(member)]
         return first, second
 
