@@ -67,6 +67,13 @@ def interrupted(x, directory):
     return counted(x, directory)
 
 
+def dies(x):
+    """Kills its worker process at x = 2 (as the out-of-memory killer would)."""
+    if x == 2:
+        os._exit(3)
+    return {"x": x}
+
+
 def calls(directory):
     return sorted(int(name.split("-")[1]) for name in os.listdir(directory))
 
@@ -234,6 +241,15 @@ def test_the_default_process_pool_runs_the_points(tmp_path):
     assert calls(calls_dir) == [1, 2, 3]
     names = os.listdir(calls_dir)
     assert {name.split("-")[2] for name in names} != {str(os.getpid())}  # other processes
+
+
+def test_a_point_that_kills_its_worker_loses_only_the_points_in_flight():
+    with pytest.warns(UserWarning, match="points failed"):
+        results = sweep(dies, {"x": list(range(6))}, max_workers=1, progress_type="silent")
+    assert results.status[2] == "failed" and "a worker process died" in results.errors[2]
+    assert len(results.failed) <= 2  # one worker: two points in flight at a time
+    assert all(int(results.results[i]["x"]) == i for i in results.ok)
+    assert 5 in results.ok  # a fresh pool ran the points after the crash
 
 
 def test_a_thread_pool_and_serial_give_the_serial_run(tmp_path):

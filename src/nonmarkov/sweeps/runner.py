@@ -12,6 +12,7 @@ back instead of computing them (failed points are computed again).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -39,6 +40,9 @@ from .store import write_results as write_results_file
 #: Points handed to an executor that is not the default pool before their results
 #: are collected (bounds the memory of results waiting in futures).
 IN_FLIGHT = 256
+
+#: Restarts of the default process pool after a worker process died, per sweep.
+MAX_RESTARTS = 3
 
 #: ``executor='serial'``: run every point in the calling process, one after another.
 SERIAL = "serial"
@@ -164,10 +168,34 @@ def _check_results_file(results_file: Any) -> str | None:
     return filename
 
 
-def _executor(
-    executor: Any, max_workers: Any, num_points: int
-) -> tuple[concurrent.futures.Executor | None, bool, int]:
-    """(the executor or None for serial, whether the sweep owns it, points in flight)."""
+class _Pool:
+    """The executor of a sweep: a given one, or the default process pool, which the
+    sweep owns and starts again (at most :data:`MAX_RESTARTS` times) when a worker
+    process dies; None runs the points in this process."""
+
+    def __init__(self, executor: Any, factory: Callable[[], Any] | None = None):
+        self.executor = executor
+        self._factory = factory
+        self.restarts = 0
+
+    def restart(self) -> bool:
+        """A fresh default pool after a broken one; False for a given executor or
+        after :data:`MAX_RESTARTS` restarts."""
+        if self._factory is None or self.restarts >= MAX_RESTARTS:
+            return False
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor = self._factory()
+        self.restarts += 1
+        return True
+
+    def shutdown(self, wait: bool) -> None:
+        """Shut the default pool down (a given executor is the caller's)."""
+        if self._factory is not None:
+            self.executor.shutdown(wait=wait, cancel_futures=True)
+
+
+def _executor(executor: Any, max_workers: Any, num_points: int) -> tuple[_Pool, int]:
+    """(the sweep's executor, points in flight at a time)."""
     if max_workers is not None:
         max_workers = check.positive_integer(max_workers, "max_workers")
         if executor is not None:
@@ -177,21 +205,24 @@ def _executor(
     if executor is None:
         cpus = available_cpus()
         workers = max(1, min(num_points, max_workers or cpus))
-        pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_limit_threads,
-            initargs=(max(1, cpus // workers),),
-        )
-        return pool, True, 2 * workers
+
+        def factory() -> concurrent.futures.ProcessPoolExecutor:
+            return concurrent.futures.ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_limit_threads,
+                initargs=(max(1, cpus // workers),),
+            )
+
+        return _Pool(factory(), factory), 2 * workers
     if executor == SERIAL:
-        return None, False, 1
+        return _Pool(None), 1
     if not isinstance(executor, concurrent.futures.Executor):
         raise TypeError(
             "executor must be None (a process pool), 'serial' or a concurrent.futures.Executor "
             f"(e.g. dask.distributed.Client(...).get_executor()); got {executor!r}"
         )
-    return executor, False, IN_FLIGHT
+    return _Pool(executor), IN_FLIGHT
 
 
 def _finished(
@@ -258,7 +289,8 @@ def sweep(
         not shut down. Every point runs on the backend and precision active here.
     results_file : optional ``.h5`` file: the whole sweep (grid, per-point
         status, errors and arrays; layout in :mod:`nonmarkov.sweeps.store`),
-        written atomically at the end. Also read back by a resumed sweep.
+        written atomically at the end (replacing an earlier one). Also read back
+        by a resumed sweep.
     cache_dir : directory of the per-point files, each written atomically as
         its point finishes; default ``results_file + '.points'`` (removed once
         the results file is written), none without a results file (no resume).
@@ -293,7 +325,7 @@ def sweep(
         check_picklable(function, executor is None)
     done = _finished(names, points, results_file, directory) if resume else {}
     todo = [i for i in range(len(points)) if i not in done]
-    pool, own_pool, in_flight = _executor(executor, max_workers, max(1, len(todo)))
+    pool, in_flight = _executor(executor, max_workers, max(1, len(todo)))
     if directory is not None:
         os.makedirs(directory, exist_ok=True)
     outcomes: dict[int, Outcome] = dict(done)
@@ -304,17 +336,21 @@ def sweep(
         if directory is not None:
             write_point(directory, point_key(points[index]), points[index], outcome)
 
+    title = f"sweep ({len(done)} of {len(points)} points done before)" if done else "sweep"
+    finished = False
     try:
-        with Progress(len(todo), progress_type, "sweep") as progress:
+        with Progress(len(todo), progress_type, title) as progress:
             for index, outcome in _outcomes(function, points, todo, pool, in_flight, state):
                 record(index, outcome)
                 progress.update(1)
                 failed = sum(o.status != "ok" for o in outcomes.values())
                 if failed:
                     progress.set_postfix(failed=failed)
+        finished = True
     finally:
-        if own_pool and pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        # interrupted: return at once (the points running finish in their workers;
+        # the finished ones are in the cache directory)
+        pool.shutdown(wait=finished)
     ordered = [outcomes[i] for i in range(len(points))]
     name = function_name(function)
     if results_file is not None:
@@ -338,29 +374,46 @@ def _outcomes(
     function: Callable[..., Any],
     points: list[dict[str, Any]],
     todo: list[int],
-    pool: concurrent.futures.Executor | None,
+    pool: _Pool,
     in_flight: int,
     state: tuple[str, str],
 ) -> Iterator[tuple[int, Outcome]]:
     """(index, outcome) of every point in ``todo`` as they finish; at most
-    ``in_flight`` submitted at a time; pending ones cancelled on an interruption."""
-    if pool is None:
+    ``in_flight`` submitted at a time; pending ones cancelled on an interruption.
+
+    A worker process that dies (killed, out of memory, a crash in compiled code)
+    breaks a process pool: the points in flight are failed (which of them killed
+    it cannot be told), a fresh default pool runs the others.
+    """
+    if pool.executor is None:
         for index in todo:
             yield index, evaluate(function, points[index], *state)
         return
-    waiting = iter(todo)
+    waiting = collections.deque(todo)
     running: dict[concurrent.futures.Future, int] = {}
+    broken: BaseException | None = None
 
     def fill() -> None:
-        while len(running) < in_flight:
-            index = next(waiting, None)
-            if index is None:
+        nonlocal broken
+        while waiting and len(running) < in_flight:
+            try:
+                future = pool.executor.submit(evaluate, function, points[waiting[0]], *state)
+            except concurrent.futures.BrokenExecutor as error:
+                broken = error
                 return
-            running[pool.submit(evaluate, function, points[index], *state)] = index
+            running[future] = waiting.popleft()
 
     try:
-        fill()
-        while running:
+        while running or waiting:
+            if broken is not None and not running:
+                if not pool.restart():
+                    for index in waiting:
+                        yield index, _failed(f"not run: the executor broke ({broken!r})", broken)
+                    return
+                broken = None
+            fill()
+            if not running:
+                continue
             finished, _ = concurrent.futures.wait(
                 running, return_when=concurrent.futures.FIRST_COMPLETED
             )
@@ -368,18 +421,25 @@ def _outcomes(
                 index = running.pop(future)
                 try:
                     outcome = future.result()
-                except Exception as error:  # noqa: BLE001 - a worker died, a result did not travel
-                    outcome = Outcome(
-                        "failed",
-                        {},
-                        "the executor could not run this point: "
-                        + "".join(traceback.format_exception(error)),
+                except concurrent.futures.BrokenExecutor as error:
+                    broken = error
+                    outcome = _failed(
+                        "a worker process died while this point was running or waiting "
+                        "(killed, out of memory, or a crash in compiled code; this point "
+                        "or another one in flight caused it)",
+                        error,
                     )
+                except Exception as error:  # noqa: BLE001 - a worker lost, a result that did not travel
+                    outcome = _failed("the executor could not run this point", error)
                 yield index, outcome
-            fill()
     finally:
         for future in running:
             future.cancel()
+
+
+def _failed(reason: str, error: BaseException) -> Outcome:
+    """A failed outcome: ``reason`` and the traceback of ``error``."""
+    return Outcome("failed", {}, f"{reason}:\n" + "".join(traceback.format_exception(error)))
 
 
 def _remove_points(directory: str, points: list[dict[str, Any]]) -> None:
