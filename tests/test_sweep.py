@@ -331,3 +331,5 @@ def test_a_cached_process_tensor_is_built_once(tmp_path):
     with pytest.raises(ValueError, match="'simple' or 'file'"):
         cached_process_tensor(path, refuse, "memory")
     assert not (tmp_path / "other.h5").exists()
+    nested = tmp_path / "cache" / "pt.h5"  # the cache directory is made
+    assert len(cached_process_tensor(nested, lambda: built)) == len(built) and nested.exists()

@@ -22,11 +22,11 @@ def cached_process_tensor(
     (``process_tensor_type``: ``'simple'`` loads it into memory, ``'file'``
     reads steps on demand) and ``build`` is not called. Otherwise ``build()``
     (e.g. ``lambda: nonmarkov.pt_tempo_compute(bath, 0.0, 5.0, parameters)``)
-    is exported to ``filename`` and returned. The file appears only when
-    complete (``export`` writes under a temporary name and renames), so a crash
-    during the build or the write leaves no file and the next call builds
-    again; two workers building the same file at once both write a complete
-    file. A damaged file is an error naming it (remove it to build again).
+    is exported to ``filename`` (its directory made if missing) and returned.
+    The file appears only when complete (``export`` writes under a temporary
+    name and renames), so a crash during the build or the write leaves no file
+    and the next call builds again; two workers building the same file at once
+    both write a complete file. A damaged file is an error naming it (remove it to build again).
 
     Choose one file per distinct bath and time grid, e.g.
     ``f"{cache}/pt-alpha{alpha}-dt{dt}.h5"``: the file is found by its name only.
@@ -47,9 +47,7 @@ def cached_process_tensor(
     filename = os.fspath(filename)
     if os.path.exists(filename):
         return import_process_tensor(filename, process_tensor_type)
-    directory = os.path.dirname(os.path.abspath(filename))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"the directory of {filename!r} does not exist")
+    os.makedirs(os.path.dirname(os.path.abspath(filename)), exist_ok=True)
     built: Any = build()
     if not isinstance(built, BaseProcessTensor):
         raise TypeError(f"build() must return a process tensor; got {type(built).__name__}")
