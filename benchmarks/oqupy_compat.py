@@ -118,11 +118,11 @@ CORE_TESTS = {
     "tests/physics/pt_tebd_lindblad_test.py": "PT-TEBD, site and nearest-neighbour Lindblad terms",
     "tests/physics/gibbs_tempo_test.py": "Gibbs TEMPO, zero coupling and independent bosons",
     "tests/physics/bath_dynamics_test.py": "TwoTimeBathCorrelations, independent-boson model",
+    "tests/physics/gradient_target_state_test.py": "state_gradient, target state",
+    "tests/physics/gradient_functional_target_test.py": "compute_gradient_and_dynamics, purity",
 }
 EXCLUDED_TESTS = {
     "tests/physics/degeneracy_large_test.py": "TEMPO unique=True; skipped upstream (Issue #115)",
-    "tests/physics/gradient_functional_target_test.py": "gradients (not in nonmarkov)",
-    "tests/physics/gradient_target_state_test.py": "gradients (not in nonmarkov)",
 }
 # OQuPy's API tests of the parts nonmarkov implements (they pin names, signatures, errors).
 COVERAGE_TESTS = {
@@ -135,6 +135,7 @@ COVERAGE_TESTS = {
     "tests/coverage/dynamics_test.py": "Dynamics",
     "tests/coverage/gibbs_parameters_test.py": "GibbsParameters",
     "tests/coverage/gibbs_tempo_test.py": "GibbsTempo, gibbs_tempo_compute",
+    "tests/coverage/gradient_test.py": "state_gradient, _chain_rule, compute_gradient_and_dynamics",
     "tests/coverage/operators_test.py": "operators",
     "tests/coverage/process_tensor_test.py": "process tensors, files",
     "tests/coverage/pt_tebd_test.py": "PtTebd, AugmentedMPS, get_augmented_mps",
@@ -145,7 +146,6 @@ COVERAGE_TESTS = {
     "tests/coverage/util_test.py": "progress bars (oqupy.util)",
 }
 EXCLUDED_COVERAGE = {
-    "tests/coverage/gradient_test.py": "gradients (not in nonmarkov)",
     "tests/coverage/node_array_test.py": "OQuPy's tensornetwork backend internals",
 }
 EXAMPLES = [
@@ -158,10 +158,12 @@ EXAMPLES = [
     "mean-field-multiple-systems.py",
     "spin-chain.py",
     "tutorial_bath_dynamics.py",
+    "fidelity-gradient.py",
     "tutorial_pt_tebd.py",
+    "tutorial_pt_gradient.py",
 ]
 # OQuPy's tutorials (notebooks) that run as examples, code cells in order (``extract``).
-TUTORIALS = ["bath_dynamics.ipynb", "pt_tebd.ipynb"]
+TUTORIALS = ["bath_dynamics.ipynb", "pt_tebd.ipynb", "pt_gradient.ipynb"]
 # example -> (OQuPy file with the generator, function, process-tensor name)
 PREPARE = {
     "multi_time_correlations.py": (
@@ -952,11 +954,7 @@ def static_check(files, src, python, env, workdir, label):
 
 
 # Parts of OQuPy 0.5 that nonmarkov does not implement (not counted as API differences).
-OUT_OF_SCOPE = (
-    "compute_gradient_and_dynamics",
-    "state_gradient",
-    "ParameterizedSystem",
-)
+OUT_OF_SCOPE: tuple[str, ...] = ()
 
 
 def signature_diff(python_oq, python_nm, env_oq, env_nm, workdir):

@@ -160,6 +160,41 @@ def test_forward_dynamics_equal_compute_dynamics(pts):
     numpy.testing.assert_allclose(dynamics.states, expected.states, atol=1e-12)
 
 
+def test_file_backed_process_tensor_and_final_state_only(pts, parameters, tmp_path):
+    """A process tensor read from its file step by step (the engine's step route on
+    every backend) gives the gradient of the one in memory; ``record_all=False`` keeps
+    the initial and the final state only, with the same D tensors."""
+    system = lossy_system()
+    target = op.spin_dm("z+").T
+    path = str(tmp_path / "pt.hdf5")
+    pts[0].export(path)
+    from_file = nm.import_process_tensor(path, "file")
+    in_memory = nm.state_gradient(
+        system, op.spin_dm("x-"), target, [pts[0]], parameters, progress_type="silent"
+    )
+    streamed = nm.state_gradient(
+        system, op.spin_dm("x-"), target, [from_file], parameters, progress_type="silent"
+    )
+    scale = numpy.abs(in_memory["gradient"]).max()
+    numpy.testing.assert_allclose(
+        streamed["gradient"], in_memory["gradient"], rtol=0, atol=1e-12 * scale
+    )
+    gradprop, dynamics = nm.compute_gradient_and_dynamics(
+        system,
+        op.spin_dm("x-"),
+        target,
+        [pts[0]],
+        parameters,
+        record_all=False,
+        progress_type="silent",
+    )
+    assert len(dynamics) == 2
+    numpy.testing.assert_allclose(dynamics.states[-1], in_memory["final_state"], atol=1e-14)
+    numpy.testing.assert_allclose(
+        numpy.asarray(gradprop), numpy.asarray(in_memory["gradprop"]), atol=1e-14
+    )
+
+
 def test_closed_system_rotation():
     """No bath: H = x sigma_x / 2 per half step rotates |up> by Theta = sum x dt/2, so
     F = |<down|psi>|^2 = sin^2(Theta/2) and dF/dx_r = sin(Theta) dt / 4 for every r."""

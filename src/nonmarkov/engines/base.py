@@ -236,6 +236,15 @@ class ChainEngine(Protocol):
         process tensor first), ``first``^T, ``before``^T. For any states x and y,
         y . step(x) = step_transposed(y) . x, summed over bonds and d^2."""
 
+    def adjoint(
+        self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
+    ) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """The adjoint method (:mod:`nonmarkov.methods.gradient`) on ``run``: its
+        forward pass, then ``target(final read-out (d^2,))`` -> (d^2,), then the
+        backward pass. Returns the read-outs as :meth:`run` and the derivative
+        tensors D (N, d^2, d^2, d^2, d^2) of each step; ``run.on_step`` counts the
+        steps of both passes (2N)."""
+
     def differentiable(
         self,
         process_tensors: Sequence[Any],

@@ -340,6 +340,49 @@ class HostChainEngine:
             "state_gradient"
         )
 
+    def adjoint(
+        self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
+    ) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.adjoint`: step by step, the
+        forward states kept on the backend."""
+        prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)
+        d2 = default_np.asarray(run.initial).size
+        state = to_backend(default_np.asarray(run.initial).reshape((1,) * len(prepared) + (d2,)))
+        stored, slots, readouts = [], [], []
+        for step in range(run.num_steps):
+            before, after = (None, None) if run.controls is None else run.controls(step)
+            first, second = run.propagators(step)
+            stored.append(state)
+            slots.append((first, second, before, after))
+            state = self.step(state, step, first, second, prepared, before, after)
+            if run.record_all or step == run.num_steps - 1:
+                vector = close_bonds(state, [pt.cap(step) for pt in prepared])
+                readouts.append(default_np.asarray(np.to_host(vector)).reshape(-1))
+            run.on_step(1)
+        adjoint = to_backend(default_np.asarray(target(readouts[-1])))
+        for pt in reversed(prepared):
+            adjoint = np.tensordot(pt.cap(run.num_steps - 1), adjoint, axes=0)
+        derivatives = [default_np.zeros(0)] * run.num_steps
+        identity = default_np.eye(d2, dtype=complex)
+        for step in range(run.num_steps - 1, -1, -1):
+            first, second, before, after = slots[step]
+            source = (
+                stored[step]
+                if before is None
+                else apply_superoperator(stored[step], to_backend(before))
+            )
+            lam = adjoint if after is None else apply_superoperator(adjoint, to_backend(after).T)
+            units = source[..., :, None, None] * np.eye(d2, dtype=np.dtype_complex)
+            units = np.reshape(units, source.shape[:-1] + (d2 * d2, d2))
+            moved = self.step(units, step, identity, identity, prepared)  # (bonds'..., ab, c)
+            bonds = list(range(len(prepared)))
+            derivative = np.tensordot(moved, lam, axes=(bonds, bonds))
+            derivatives[step] = default_np.asarray(np.to_host(derivative)).reshape((d2,) * 4)
+            adjoint = self.step_transposed(adjoint, step, first, second, prepared, before, after)
+            stored[step] = None
+            run.on_step(1)
+        return default_np.asarray(readouts).reshape(-1, d2), default_np.asarray(derivatives)
+
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
         prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)

@@ -37,11 +37,9 @@ import numpy as default_np
 
 from .. import validation as check
 from .._threads import hot_loop_threads
-from ..backends.host import to_backend
-from ..backends.numerical_backend import np
 from ..engines import chain_engine
+from ..engines.base import ChainRun
 from ..io.results import Dynamics
-from ..kernels.chain import close_bonds
 from ..model.control import Control
 from ..model.parameterized import ParameterizedSystem
 from ..options import EngineOptions
@@ -93,29 +91,6 @@ def _forward_bytes(process_tensors: Sequence[BaseProcessTensor], num_steps: int,
             size *= b[min(k, b.size - 1)] if b.size else 1.0
         total += size
     return int(16 * (total + num_steps * d**8))
-
-
-def _derivative(engine: Any, state: Any, adjoint: Any, step: int, prepared: Sequence[Any]) -> Any:
-    """D[a, b, c, e] (d^2, d^2, d^2, d^2) of ``step`` from the state before the first
-    half step (bonds..., d^2) and the adjoint after the second (bonds'..., d^2): the
-    process tensors' step applied to the d^4 unit states state[..., a] e_b."""
-    d2 = state.shape[-1]
-    identity = np.eye(d2, dtype=np.dtype_complex)
-    units = state[..., :, None, None] * identity  # (bonds..., a, b, beta)
-    units = np.reshape(units, state.shape[:-1] + (d2 * d2, d2))
-    host_identity = default_np.eye(d2, dtype=complex)
-    moved = engine.step(units, step, host_identity, host_identity, prepared)
-    bonds = list(range(len(prepared)))
-    derivative = np.tensordot(moved, adjoint, axes=(bonds, bonds))  # (a b, c, e)
-    return np.reshape(derivative, (d2, d2, d2, d2))
-
-
-def _outer_caps(caps: Sequence[Any], vector: Any) -> Any:
-    """caps_1 (x) ... (x) caps_n (x) vector, (bonds..., d^2)."""
-    result = vector
-    for cap in reversed(list(caps)):
-        result = np.tensordot(cap, result, axes=0)
-    return result
 
 
 def compute_gradient_and_dynamics(
@@ -315,7 +290,6 @@ def _adjoint(
     )
     array = system.check_parameters(array, num_steps)
     d = system.dimension
-    d2 = d * d
     _check_target(target_derivative, d)
     needed = _forward_bytes(pts, num_steps, d)
     if needed > checks.physical_memory() // 2:
@@ -344,46 +318,27 @@ def _adjoint(
     )
     dynamics = Dynamics(name="dynamics", metadata=provenance)
     dynamics.add(start_time, rho0)
-    engine = chain_engine(options)
+
+    def target(final: default_np.ndarray) -> default_np.ndarray:
+        rho = final.reshape(d, d)
+        checks.finite_states(rho[None], num_steps, start_time, dt, "the gradient", False)
+        return _target(target_derivative, rho).reshape(-1)
+
     with hot_loop_threads(), Progress(2 * num_steps, progress_type, "gradient") as progress:
-        prepared = engine.prepare(pts, num_steps, True)
-        state = to_backend(rho0.reshape((1,) * len(pts) + (d2,)))
-        stored = []
-        slots = []
-        for k in range(num_steps):
-            before, after = controls(k) if controls is not None else (None, None)
-            stored.append(state)
-            slots.append((before, after))
-            state = engine.step(state, k, halves[2 * k], halves[2 * k + 1], prepared, before, after)
-            if record_all or k == num_steps - 1:
-                vector = default_np.asarray(np.to_host(close_bonds(state, _caps(prepared, k))))
-                rho = vector.reshape(d, d)
-                checks.finite_states(rho[None], k + 1, start_time, dt, "the gradient", False)
-                dynamics.add(start_time + (k + 1) * dt, rho)
-            progress.update(1)
-        final_state = dynamics.states[-1]
-        target = _target(target_derivative, final_state)
-        adjoint = _outer_caps(_caps(prepared, num_steps - 1), to_backend(target.reshape(-1)))
-        gradprop: list[default_np.ndarray] = [default_np.zeros(0)] * num_steps
-        for k in range(num_steps - 1, -1, -1):
-            before, after = slots[k]
-            lam = adjoint if after is None else _apply(adjoint, default_np.asarray(after).T)
-            source = stored[k] if before is None else _apply(stored[k], before)
-            gradprop[k] = default_np.asarray(
-                np.to_host(_derivative(engine, source, lam, k, prepared))
-            )
-            adjoint = engine.step_transposed(
-                adjoint, k, halves[2 * k], halves[2 * k + 1], prepared, before, after
-            )
-            stored[k] = None
-            progress.update(1)
-    return gradprop, dynamics, halves, propagator_derivatives
-
-
-def _caps(prepared: Sequence[Any], step: int) -> list[Any]:
-    return [pt.cap(step) for pt in prepared]
-
-
-def _apply(state: Any, matrix: default_np.ndarray) -> Any:
-    """``matrix`` (d^2, d^2) on the last axis of ``state``."""
-    return np.tensordot(state, to_backend(matrix), axes=([state.ndim - 1], [1]))
+        run = ChainRun(
+            initial=rho0.reshape(-1),
+            num_steps=num_steps,
+            propagators=lambda k: (halves[2 * k], halves[2 * k + 1]),
+            constant_propagators=False,
+            controls=controls,
+            process_tensors=pts,
+            record_all=record_all,
+            on_step=progress.update,
+        )
+        readouts, tensors = chain_engine(options).adjoint(run, target)
+    steps = range(1, num_steps + 1) if record_all else [num_steps]
+    states = readouts.reshape(-1, d, d)
+    checks.finite_states(states, steps[0], start_time, dt, "the gradient", control is None)
+    for step, rho in zip(steps, states):
+        dynamics.add(start_time + step * dt, rho)
+    return list(tensors), dynamics, halves, propagator_derivatives

@@ -69,6 +69,46 @@ def stack_padded(
     return table, cap_table, default_np.asarray(rows, dtype=default_np.int32)
 
 
+def _apply(state: Any, matrix: Any) -> Any:
+    """``matrix`` (d^2, d^2) on the last axis of ``state``."""
+    import jax.numpy as jnp
+
+    return jnp.tensordot(state, matrix, axes=([state.ndim - 1], [1]))
+
+
+def _close(state: Any, caps: Sequence[Any]) -> Any:
+    """Contract the bond axes of ``state`` (bonds..., [batch,] d^2) with ``caps``."""
+    import jax.numpy as jnp
+
+    for cap in caps:
+        state = jnp.tensordot(cap, state, axes=([0], [0]))
+    return state
+
+
+def _process_step(
+    state: Any, rows: Sequence[Any], baths: Sequence[tuple[Any, ...]], transposed: bool = False
+) -> Any:
+    """Every process tensor's step (table row ``rows[i]`` of bath i) on ``state``
+    (bonds..., [batch,] d^2); ``transposed``: the transpose, the last bath first."""
+    import jax.numpy as jnp
+
+    order = range(len(baths) - 1, -1, -1) if transposed else range(len(baths))
+    for axis in order:
+        transform_in, transform_out, classes, table, _, _ = baths[axis]
+        expanded = table[rows[axis]][:, :, classes]  # (b, b', alpha)
+        if transposed:
+            transform_in, transform_out = transform_out.T, transform_in.T
+            expanded = jnp.swapaxes(expanded, 0, 1)
+        state = _apply(state, transform_in)
+        moved = jnp.einsum("...ba,bca->...ca", jnp.moveaxis(state, axis, -2), expanded)
+        state = _apply(jnp.moveaxis(moved, -2, axis), transform_out)
+    return state
+
+
+def _caps_of(rows: Sequence[Any], baths: Sequence[tuple[Any, ...]]) -> list[Any]:
+    return [bath[4][row] for row, bath in zip(rows, baths)]
+
+
 def _run(
     state: Any,
     first: Any,
@@ -90,40 +130,74 @@ def _run(
     Returns the read-outs (N, d^2), or (1, d^2) for the last step only.
     """
     import jax
-    import jax.numpy as jnp
     from jax import lax
-
-    def apply(state: Any, matrix: Any) -> Any:
-        return jnp.tensordot(state, matrix, axes=([state.ndim - 1], [1]))
-
-    def close(state: Any, caps: Sequence[Any]) -> Any:
-        for cap in caps:
-            state = jnp.tensordot(cap, state, axes=([0], [0]))
-        return state
 
     def step(state: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         rows, first_k, second_k, after_k = inputs
-        state = apply(state, first_k)
-        caps = []
-        for axis, (transform_in, transform_out, classes, table, cap_table, _) in enumerate(baths):
-            caps.append(cap_table[rows[axis]])
-            state = apply(state, transform_in)
-            expanded = table[rows[axis]][:, :, classes]  # (b, b', alpha)
-            moved = jnp.moveaxis(state, axis, -2)
-            moved = jnp.einsum("...ba,bca->...ca", moved, expanded)
-            state = apply(jnp.moveaxis(moved, -2, axis), transform_out)
-        state = apply(state, second_k)
+        state = _apply(_process_step(_apply(state, first_k), rows, baths), second_k)
         if after_k is not None:
-            state = apply(state, after_k)
-        readout = close(state, caps) if record_all else None
-        return state, readout
+            state = _apply(state, after_k)
+        return state, (_close(state, _caps_of(rows, baths)) if record_all else None)
 
     body = jax.checkpoint(step) if remat else step
     inputs = (tuple(bath[5] for bath in baths), first, second, after)
     state, readouts = lax.scan(body, state, inputs)
     if record_all:
         return readouts
-    return close(state, [bath[4][bath[5][-1]] for bath in baths])[None]
+    return _close(state, [bath[4][bath[5][-1]] for bath in baths])[None]
+
+
+def _adjoint_forward(
+    state: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple
+) -> tuple[Any, Any]:
+    """The forward pass of the adjoint method (traced): every state before its step
+    (N, B_1, ..., B_n, d^2) and every read-out (N, d^2). Controls before/after
+    (N, d^2, d^2) act around each step's propagation."""
+    from jax import lax
+
+    def step(state: Any, inputs: tuple[Any, ...]) -> tuple[Any, tuple[Any, Any]]:
+        rows, first_k, second_k, before_k, after_k = inputs
+        stored = state
+        state = _apply(
+            _process_step(_apply(_apply(state, before_k), first_k), rows, baths), second_k
+        )
+        state = _apply(state, after_k)
+        return state, (stored, _close(state, _caps_of(rows, baths)))
+
+    inputs = (tuple(bath[5] for bath in baths), first, second, before, after)
+    _, (stored, readouts) = lax.scan(step, state, inputs)
+    return stored, readouts
+
+
+def _adjoint_backward(
+    stored: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple, target: Any
+) -> Any:
+    """The backward pass (traced): D_k[a, b, c, e] (N, d^2, d^2, d^2, d^2) from the
+    stored states and the target (d^2,) (:mod:`nonmarkov.methods.gradient`)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    d2 = target.shape[0]
+    identity = jnp.eye(d2, dtype=target.dtype)
+    bonds = list(range(len(baths)))
+    last = [bath[5][-1] for bath in baths]
+    adjoint = target
+    for cap in reversed(_caps_of(last, baths)):
+        adjoint = jnp.tensordot(cap, adjoint, axes=0)
+
+    def step(adjoint: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+        rows, state, first_k, second_k, before_k, after_k = inputs
+        source = _apply(state, before_k)
+        units = (source[..., :, None, None] * identity).reshape(source.shape[:-1] + (d2 * d2, d2))
+        moved = _process_step(units, rows, baths)  # (bonds'..., a b, c)
+        lam = _apply(adjoint, after_k.T)
+        derivative = jnp.tensordot(moved, lam, axes=(bonds, bonds)).reshape(d2, d2, d2, d2)
+        adjoint = _apply(_process_step(_apply(lam, second_k.T), rows, baths, True), first_k.T)
+        return _apply(adjoint, before_k.T), derivative
+
+    inputs = (tuple(bath[5] for bath in baths), stored, first, second, before, after)
+    _, derivatives = lax.scan(step, adjoint, inputs, reverse=True)
+    return derivatives
 
 
 @functools.cache
@@ -219,3 +293,47 @@ def differentiable_chain(
         )
 
     return compile_kernel(dynamics, nested=True)
+
+
+@functools.cache
+def _compiled_adjoint(backend: str) -> tuple[Any, Any]:
+    return compile_kernel(_adjoint_forward), compile_kernel(_adjoint_backward)
+
+
+def adjoint_chain(
+    state: Any,
+    first: Any,
+    second: Any,
+    before: Any,
+    after: Any,
+    baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
+    target: Callable[[default_np.ndarray], default_np.ndarray],
+    record_all: bool,
+) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """The adjoint method on the device: forward scan, ``target(final read-out)``
+    on the host, backward scan.
+
+    ``state`` (d^2,) host array; ``first``, ``second``, ``before``, ``after``
+    (N, d^2, d^2) host arrays; ``baths`` as for :func:`run_chain`; ``target``
+    maps the final read-out (d^2,) to the target (d^2,). Returns the read-outs
+    (N, d^2) (or (1, d^2), the last only) and D (N, d^2, d^2, d^2, d^2) on the host.
+    """
+    import jax
+
+    dtype = baths[0][3].dtype
+    bonds = tuple(bath[3].shape[1] for bath in baths)
+    forward, backward = _compiled_adjoint(jax.default_backend())
+    device = jax.device_put(
+        (
+            _initial_state(default_np.asarray(state), bonds, dtype),
+            *(default_np.asarray(a, dtype) for a in (first, second, before, after)),
+            _host_baths(baths, dtype),
+        )
+    )
+    stored, readouts = forward(*device)
+    readouts = default_np.asarray(jax.device_get(readouts))
+    vector = jax.device_put(default_np.asarray(target(readouts[-1]), dtype))
+    derivatives = backward(stored, *device[1:5], device[5], vector)
+    del stored
+    kept = readouts if record_all else readouts[-1:]
+    return kept, default_np.asarray(jax.device_get(derivatives))

@@ -29,7 +29,14 @@ from ...options import EngineOptions
 from ...process_tensors.base import BaseProcessTensor
 from ..base import ChainRun, WindowSpec
 from ..host import HostChainEngine, HostWindowEngine, in_memory
-from .chain import SCAN_BYTES, differentiable_chain, run_chain, stack_padded, table_bytes
+from .chain import (
+    SCAN_BYTES,
+    adjoint_chain,
+    differentiable_chain,
+    run_chain,
+    stack_padded,
+    table_bytes,
+)
 from .padding import bond_bucket
 from .window import CompiledWindow
 
@@ -197,6 +204,42 @@ class JaxChainEngine(HostChainEngine):
         )
         run.on_step(run.num_steps)
         return readouts
+
+    def adjoint(
+        self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
+    ) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.adjoint`: two compiled scans
+        (:func:`~.chain.adjoint_chain`) where the process tensors are in memory and
+        fit :data:`~.chain.SCAN_BYTES`, else the host engine's steps."""
+        pts = list(run.process_tensors)
+        baths = (
+            self._tables(pts, run.num_steps, np.dtype_complex)
+            if pts and run.num_steps > 0 and all(in_memory(pt) for pt in pts)
+            else None
+        )
+        if baths is None:
+            return super().adjoint(run, target)
+        first, second = _stacked_propagators(run)
+        d2 = first.shape[-1]
+        identity = default_np.eye(d2)
+        before = default_np.empty((run.num_steps, d2, d2), complex)
+        after = default_np.empty((run.num_steps, d2, d2), complex)
+        for k in range(run.num_steps):
+            pair = (None, None) if run.controls is None else run.controls(k)
+            before[k] = identity if pair[0] is None else pair[0]
+            after[k] = identity if pair[1] is None else pair[1]
+        readouts, derivatives = adjoint_chain(
+            default_np.asarray(run.initial).reshape(-1),
+            first,
+            second,
+            before,
+            after,
+            baths,
+            target,
+            run.record_all,
+        )
+        run.on_step(2 * run.num_steps)
+        return readouts, derivatives
 
     @staticmethod
     def _tables(
