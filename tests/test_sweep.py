@@ -153,6 +153,19 @@ def test_one_point_that_raises_loses_none_of_the_others(dask_executor, tmp_path)
         back.stack("sz")
 
 
+def batch_of_decays(gamma):
+    systems = [nm.System(0.5 * w * SX, gammas=[gamma], lindblad_operators=[SM]) for w in (1, 2)]
+    return nm.compute_dynamics_batch(
+        systems, nm.operators.spin_dm("up"), dt=0.1, num_steps=4, progress_type="silent"
+    )
+
+
+def test_a_point_may_return_a_batch_of_dynamics():
+    results = sweep(batch_of_decays, {"gamma": [0.1, 0.2]}, "serial", progress_type="silent")
+    assert results.stack("states").shape == (2, 2, 5, 2, 2)
+    assert np.array_equal(results.results[1]["states"], batch_of_decays(0.2).states)
+
+
 def test_a_result_that_is_not_an_array_fails_its_point(tmp_path):
     def named(x):
         return {"ok": x} if x else {"label": "text"}

@@ -30,6 +30,7 @@ import numpy as default_np
 
 from .. import validation as check
 from ..backends import get_backend, get_precision, set_backend
+from ..io.batched import BatchedDynamics
 from ..io.results import Dynamics
 from ..progress import Progress, check_progress_type
 from .grid import expand_grid, point_key
@@ -67,14 +68,15 @@ def function_name(function: Callable[..., Any]) -> str:
 def result_arrays(value: Any) -> dict[str, default_np.ndarray]:
     """What a point's function returned, as named host arrays.
 
-    A dict {name: array-like or Dynamics}, a :class:`~nonmarkov.Dynamics`
+    A dict {name: array-like, Dynamics or BatchedDynamics}, a
+    :class:`~nonmarkov.Dynamics` or :class:`~nonmarkov.BatchedDynamics`
     (``times``, ``states``), an array-like (``result``) or None (no arrays).
     Names are non-empty strings without '/'; arrays are numeric or boolean.
     Raises TypeError otherwise.
     """
     if value is None:
         return {}
-    if isinstance(value, Dynamics):
+    if isinstance(value, Dynamics | BatchedDynamics):
         return {
             "times": default_np.asarray(value.times),
             "states": default_np.asarray(value.states),
@@ -88,7 +90,7 @@ def result_arrays(value: Any) -> dict[str, default_np.ndarray]:
                 f"the function returned a dict with the key {name!r}: keys must be "
                 "non-empty strings without '/'"
             )
-        if isinstance(item, Dynamics):
+        if isinstance(item, Dynamics | BatchedDynamics):
             arrays[f"{name}.times"] = default_np.asarray(item.times)
             arrays[f"{name}.states"] = default_np.asarray(item.states)
             continue
@@ -275,7 +277,8 @@ def sweep(
     ----------
     function : called with each point's parameters as keyword arguments;
         returns a dict {name: array-like or Dynamics}, a Dynamics (stored as
-        ``times`` (T,), ``states`` (T, d, d)), an array-like (``result``) or None.
+        ``times`` (T,), ``states`` (T, d, d)), a BatchedDynamics (``states``
+        (B, T, d, d)), an array-like (``result``) or None.
         Numbers and arrays must be numeric or boolean. With a process pool it
         must be picklable (a module-level function or a ``functools.partial``).
     parameter_grid : {name: [values, ...]} (the Cartesian product, the last
