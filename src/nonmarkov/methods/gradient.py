@@ -11,7 +11,8 @@ s_{k+1} = A_k S_k P_k F_k B_k s_k: the control before (B_k), the first half step
 (F_k), the process tensors' step (P_k), the second half step (S_k), the control
 after (A_k). A forward pass stores every s_k; a backward pass carries the
 adjoint lambda_{k} = dZ/ds_k from lambda_N = caps (x) T back with the transposed
-steps (:meth:`~nonmarkov.engines.base.ChainEngine.step_transposed`). At each step
+steps; both are the chain engine's (:meth:`~nonmarkov.engines.base.ChainEngine.adjoint`:
+step by step on NumPy, two compiled scans on JAX). At each step
 the derivative of Z with respect to the system's two half steps is the rank-4
 tensor
 
