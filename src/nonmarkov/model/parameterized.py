@@ -30,8 +30,9 @@ import numpy as default_np
 import scipy.linalg
 
 from .. import validation as check
+from ..validation import HERMITICITY_TOLERANCE
 from . import guards
-from .system import BaseSystem, PropagatorPair, _check_lindblad_lists, fast_liouvillian
+from .system import BaseSystem, PropagatorPair, _check_lindblad_lists
 
 #: Relative step of the central differences of the user's functions.
 DIFFERENCE_STEP = 1e-3
@@ -145,16 +146,51 @@ class ParameterizedSystem(BaseSystem):
             raise ValueError(
                 f"the system takes {self._number_of_parameters} parameters; got {len(parameters)}"
             )
-        values = tuple(float(p) for p in parameters)
-        label = "hamiltonian(" + ", ".join(repr(p) for p in values) + ")"
-        return fast_liouvillian(
-            guards.call(self._hamiltonian, label, *values),
-            self._gammas,
-            self._lindblad_operators,
-            values,
-            self.dimension,
-            label,
-        )
+        return self.liouvillians(default_np.asarray([parameters], dtype=float))[0]
+
+    def liouvillians(self, rows: default_np.ndarray) -> default_np.ndarray:
+        """L(p_r) for every row of ``rows`` (R, M), (R, d^2, d^2): the user's functions
+        called once per row, the superoperators built for all rows at once; every
+        value checked (finite, H Hermitian, rates real and >= 0), an error names the
+        function and its parameters."""
+        labels = ["(" + ", ".join(repr(float(p)) for p in row) + ")" for row in rows]
+        arguments = [tuple(float(p) for p in row) for row in rows]
+        h = self._matrices(self._hamiltonian, "hamiltonian", labels, arguments, True)
+        d = self.dimension
+        identity = default_np.identity(d)
+        generator = -1j * (_kron(h, identity) - _kron(identity, default_np.swapaxes(h, 1, 2)))
+        for i, (gamma, op) in enumerate(zip(self._gammas, self._lindblad_operators)):
+            name = f"gammas[{i}]"
+            values = [guards.call(gamma, name + label, *a) for label, a in zip(labels, arguments)]
+            rates = guards.real_array(values, name + "{}", labels, non_negative=True)
+            a = self._matrices(op, f"lindblad_operators[{i}]", labels, arguments, False)
+            ada = default_np.conj(default_np.swapaxes(a, 1, 2)) @ a
+            generator = generator + rates[:, None, None] * (
+                _kron(a, a.conj())
+                - 0.5 * (_kron(ada, identity) + _kron(identity, default_np.swapaxes(ada, 1, 2)))
+            )
+        return generator
+
+    def _matrices(
+        self, function: Callable, name: str, labels: list[str], arguments: list, hermitian: bool
+    ) -> default_np.ndarray:
+        """``function`` at every argument tuple, (R, d, d), checked; the first bad value
+        is reported by :func:`~.guards.matrix` with its parameters."""
+        d = self.dimension
+        values = [guards.call(function, name + label, *a) for label, a in zip(labels, arguments)]
+        try:
+            array = default_np.asarray(values, dtype=complex)
+        except (TypeError, ValueError):
+            array = default_np.zeros(0)
+        good = array.shape == (len(values), d, d) and bool(default_np.isfinite(array).all())
+        if good and hermitian:
+            deviation = default_np.abs(array - default_np.conj(default_np.swapaxes(array, 1, 2)))
+            scale = default_np.maximum(1.0, default_np.abs(array).max(axis=(1, 2)))
+            good = bool((deviation.max(axis=(1, 2)) <= HERMITICITY_TOLERANCE * scale).all())
+        if not good:
+            for label, value in zip(labels, values):
+                guards.matrix(value, name + label, d, hermitian)
+        return array
 
     def check_parameters(self, parameters: Any, num_steps: int | None = None) -> default_np.ndarray:
         """``parameters`` as a finite real (2N, M) float array, else a clear error.
@@ -191,25 +227,24 @@ class ParameterizedSystem(BaseSystem):
 
     def _exponents(self, dt: float, parameters: default_np.ndarray) -> default_np.ndarray:
         """L(p_r) dt/2 for every row r, (2N, d^2, d^2)."""
-        return default_np.stack([self.liouvillian(*row) for row in parameters]) * (0.5 * dt)
+        return self.liouvillians(parameters) * (0.5 * dt)
 
     def _directions(self, dt: float, parameters: default_np.ndarray) -> default_np.ndarray:
         """dL/dp_j dt/2 for every row and parameter, (2N, M, d^2, d^2), by a fourth-order
-        central difference of the user's functions."""
+        central difference of the user's functions (all shifted rows in one call)."""
         rows, m = parameters.shape
-        d2 = self.dimension**2
-        directions = default_np.zeros((rows, m, d2, d2), dtype=complex)
-        for r, row in enumerate(parameters):
-            for j in range(m):
-                h = DIFFERENCE_STEP * max(1.0, abs(row[j]))
-                values = []
-                for shift in (-2.0, -1.0, 1.0, 2.0):
-                    moved = row.copy()
-                    moved[j] += shift * h
-                    values.append(self.liouvillian(*moved))
-                derivative = (values[0] - 8.0 * values[1] + 8.0 * values[2] - values[3]) / (12 * h)
-                directions[r, j] = derivative * (0.5 * dt)
-        return directions
+        steps = DIFFERENCE_STEP * default_np.maximum(1.0, default_np.abs(parameters))  # (R, M)
+        shifts = default_np.array([-2.0, -1.0, 1.0, 2.0])
+        moved = default_np.repeat(parameters[:, None, None, :], 4, axis=2)
+        moved = default_np.repeat(moved, m, axis=1)  # (R, M, 4, M)
+        for j in range(m):
+            moved[:, j, :, j] += shifts[None, :] * steps[:, j, None]
+        values = self.liouvillians(moved.reshape(-1, m)).reshape(
+            rows, m, 4, *([self.dimension**2] * 2)
+        )
+        weights = default_np.array([1.0, -8.0, 8.0, -1.0])
+        derivative = default_np.einsum("s,rjsab->rjab", weights, values)
+        return derivative / (12.0 * steps[:, :, None, None]) * (0.5 * dt)
 
     def _halves(self, dt: float, parameters: default_np.ndarray) -> default_np.ndarray:
         """Half-step propagators expm(L(p_r) dt/2), (2N, d^2, d^2)."""
@@ -334,3 +369,11 @@ def _block_frechet(
     halves = top[:, :, :size]
     derivatives = top[:, :, size:].reshape(rows, size, m, size).transpose(0, 2, 1, 3)
     return default_np.ascontiguousarray(halves), default_np.ascontiguousarray(derivatives)
+
+
+def _kron(a: default_np.ndarray, b: default_np.ndarray) -> default_np.ndarray:
+    """kron(a_r, b_r) for every r of (R, n, n) or (n, n) arrays, (R, n^2, n^2)."""
+    a3, b3 = default_np.atleast_3d(a.T).T, default_np.atleast_3d(b.T).T
+    n, m = a3.shape[-1], b3.shape[-1]
+    product = a3[:, :, None, :, None] * b3[:, None, :, None, :]
+    return product.reshape(product.shape[0], n * m, n * m)

@@ -283,11 +283,11 @@ class TimeDependentSystem(BaseSystem):
     def _scalar_liouvillian(self, t: float) -> default_np.ndarray:
         """L(t) for one float t, calling the user's functions directly."""
         label = f"hamiltonian({t!r})"
-        return fast_liouvillian(
+        return _fast_liouvillian(
             guards.call(self._raw_hamiltonian, label, t),
             self._raw_gammas,
             self._raw_lindblad_operators,
-            (t,),
+            t,
             self.dimension,
             label,
         )
@@ -323,17 +323,16 @@ class TimeDependentSystem(BaseSystem):
         return propagators
 
 
-def fast_liouvillian(
+def _fast_liouvillian(
     hamiltonian: Any,
     gammas: Sequence[Callable],
     lindblad_operators: Sequence[Callable],
-    arguments: tuple,
+    t: float,
     d: int,
     label: str,
 ) -> default_np.ndarray:
-    """L from H (the value, named ``label``) and the user's rate and operator functions
-    evaluated at ``arguments`` (``(t,)`` for a time-dependent system, the parameters of
-    a parameterized one), each value checked (:mod:`.guards`: finite, H Hermitian,
+    """L at time ``t`` from H(t) (the value, named ``label``) and the user's rate and
+    operator functions, each value checked (:mod:`.guards`: finite, H Hermitian,
     rates real and >= 0).
 
     The quadratures evaluate L dozens of times per half step; this builds the
@@ -343,16 +342,13 @@ def fast_liouvillian(
     hamiltonian = guards.matrix(hamiltonian, label, d, hermitian=True)
     identity = default_np.identity(d)
     generator = -1j * (_kron(hamiltonian, identity) - _kron(identity, hamiltonian.T))
-    at = ", ".join(repr(argument) for argument in arguments)
     for i, (gamma, op) in enumerate(zip(gammas, lindblad_operators)):
-        rate_label = f"gammas[{i}]({at})"
-        rate = guards.real_value(
-            guards.call(gamma, rate_label, *arguments), rate_label, non_negative=True
-        )
+        rate_label = f"gammas[{i}]({t!r})"
+        rate = guards.real_value(guards.call(gamma, rate_label, t), rate_label, non_negative=True)
         if rate == 0.0:
             continue
-        op_label = f"lindblad_operators[{i}]({at})"
-        a = guards.matrix(guards.call(op, op_label, *arguments), op_label, d, hermitian=False)
+        op_label = f"lindblad_operators[{i}]({t!r})"
+        a = guards.matrix(guards.call(op, op_label, t), op_label, d, hermitian=False)
         ada = a.conj().T @ a
         generator = generator + rate * (
             _kron(a, a.conj()) - 0.5 * (_kron(ada, identity) + _kron(identity, ada.T))
@@ -478,11 +474,11 @@ class TimeDependentSystemWithField(BaseSystem):
         and derivative ``field_derivative`` at ``t0``; (d^2, d^2)."""
         value = complex(field) + complex(field_derivative) * (float(t) - float(t0))
         label = f"hamiltonian({float(t)!r}, {value})"
-        return fast_liouvillian(
+        return _fast_liouvillian(
             guards.call(self._raw_hamiltonian, label, float(t), value),
             self._raw_gammas,
             self._raw_lindblad_operators,
-            (float(t),),
+            float(t),
             self.dimension,
             label,
         )
