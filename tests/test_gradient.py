@@ -341,6 +341,47 @@ def test_jax_grad_equals_adjoint(pts, parameters):
     )
 
 
+@pytest.mark.skip_backend("numpy", "jax.grad needs the JAX backend")
+def test_differentiable_correlation_through_controls(pts, parameters):
+    """<B(t_b) A(t_a)> as A inserted on the left at t_a (a control superoperator) and B
+    measured at t_b equals compute_correlations; its jax.grad equals central
+    differences of the same compiled function."""
+    import jax
+    import jax.numpy as jnp
+
+    k_a, k_b = 3, 9
+    system = nm.ParameterizedSystem(hamiltonian)
+    dynamics = nm.differentiable_dynamics(system, [pts[0]])
+    controls = numpy.broadcast_to(numpy.eye(4, dtype=complex), (STEPS, 4, 4)).copy()
+    controls[k_a - 1] = op.left_super(SZ)
+
+    def correlation(q):
+        states = dynamics(q, op.spin_dm("x-"), jnp.asarray(controls))
+        return jnp.sum(SX.T * states[k_b])
+
+    constant = numpy.tile([0.7, -0.3], (2 * STEPS, 1))
+    _, expected = nm.compute_correlations(
+        nm.System(hamiltonian(0.7, -0.3)),
+        pts[0],
+        SZ,
+        SX,
+        [k_a],
+        [k_b],
+        initial_state=op.spin_dm("x-"),
+        progress_type="silent",
+    )
+    assert abs(complex(correlation(constant)) - expected[0, 0]) < 1e-12
+    gradient = numpy.asarray(jax.grad(lambda q: jnp.real(correlation(q)))(parameters))
+    h = 1e-6
+    for r, j in [(1, 0), (2 * k_a - 1, 1), (2 * k_b - 2, 0)]:
+        up, down = parameters.copy(), parameters.copy()
+        up[r, j] += h
+        down[r, j] -= h
+        difference = float(jnp.real(correlation(up) - correlation(down))) / (2 * h)
+        assert abs(gradient[r, j] - difference) < 1e-7
+    assert numpy.abs(gradient[2 * k_b :]).max() < 1e-14  # nothing after t_b matters
+
+
 def test_autodiff_refused_on_numpy(pts):
     if backends.get_backend() == "jax":
         pytest.skip("checks the NumPy backend's refusal")
