@@ -345,3 +345,27 @@ def test_several_baths_share_process_tensors_bath_by_bath(tmp_path):
         _system(), nm.operators.spin_dm("up"), process_tensor=pts, progress_type="silent"
     )
     numpy.testing.assert_allclose(results[1].dynamics.states, expected.states, atol=1e-12)
+
+
+def test_convert_writes_a_process_tensor_file_that_reads_back(tmp_path, capsys):
+    bath = nm.Bath(0.5 * nm.operators.sigma("z"), nm.PowerLawSD(0.1, 1, 4.0, temperature=0.5))
+    with backends.use_backend("numpy"):
+        pt = nm.pt_tempo_compute(
+            bath,
+            0.0,
+            0.5,
+            nm.TempoParameters(dt=0.1, tcut=0.3, epsrel=1e-6),
+            progress_type="silent",
+        )
+    source, target = str(tmp_path / "a.hdf5"), str(tmp_path / "b.hdf5")
+    pt.export(source)
+    assert cli.main(["convert", source, target]) == 0
+    assert target in capsys.readouterr().out
+    converted = nm.import_process_tensor(target, "simple")
+    for k in range(len(pt)):
+        numpy.testing.assert_array_equal(converted.get_step_tensor(k)[0], pt.get_step_tensor(k)[0])
+    assert cli.main(["convert", source, target]) == 2  # an existing target needs --overwrite
+    assert cli.main(["convert", source, target, "--overwrite"]) == 0
+    (tmp_path / "notes.txt").write_text("not a process tensor")
+    assert cli.main(["convert", str(tmp_path / "notes.txt"), str(tmp_path / "c.hdf5")]) == 2
+    assert not (tmp_path / "c.hdf5").exists()

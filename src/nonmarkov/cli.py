@@ -59,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("file", help="a process-tensor file or a results file")
     inspect.add_argument("--json", action="store_true", help="print the metadata as JSON")
 
+    convert = sub.add_parser(
+        "convert", help="write a process-tensor file (OQuPy 0.5's or ours) in nonmarkov's format"
+    )
+    convert.add_argument("source", help="the process-tensor file to read")
+    convert.add_argument("target", help="the nonmarkov process-tensor file to write")
+    convert.add_argument("--overwrite", action="store_true", help="replace an existing target")
+
     info = sub.add_parser("info", help="show the numerical backend, devices and precision")
     _backend_option(info, "describe this backend instead of the active one")
     return parser
@@ -87,13 +94,15 @@ def main(argv: list[str] | None = None) -> int:
             return _plot(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command == "convert":
+            return _convert(args)
         return _info(args)
     except (SpecError, FileNotFoundError, FileExistsError) as error:
         print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as error:  # a file of another kind, a run the library refuses
         print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE if args.command in ("plot", "inspect") else 1
+        return EXIT_USAGE if args.command in ("plot", "inspect", "convert") else 1
     except BrokenPipeError:  # the reader went away (`nonmarkov inspect FILE | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -140,6 +149,13 @@ def _plot(args: argparse.Namespace) -> int:
     target = args.output or os.path.splitext(args.results)[0] + ".png"
     plot_results([dynamics], [None], target, title=dynamics.name)
     print(f"wrote {target}")
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from .process_tensors.file import convert_process_tensor
+
+    print(f"wrote {convert_process_tensor(args.source, args.target, args.overwrite)}")
     return 0
 
 
