@@ -188,6 +188,12 @@ def test_time_dependent_systems_take_qobj_values_and_qobjevo():
     ]
     assert np.max(np.abs(runs[0] - runs[1])) < 1e-13
     assert np.max(np.abs(runs[0] - runs[2])) < 1e-13
+    # the vectorised accessors over arrays of times too
+    system = nm.TimeDependentSystem(h_qobj, [rate], [lambda t: lowering])
+    times = np.array([0.1, 0.7])
+    np.testing.assert_allclose(system.hamiltonian(0.7), h_array(0.7), atol=1e-15)
+    assert system.hamiltonian(times).shape == (2, 2, 2)
+    assert system.lindblad_operators[0](times).shape == (2, 2, 2)
 
 
 def test_continuous_controls_may_return_qobj_superoperators():

@@ -180,6 +180,16 @@ class System(BaseSystem):
         return propagators
 
 
+def _as_arrays(function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``function`` with a returned ``qutip.Qobj`` turned into its matrix (for
+    ``numpy.vectorize``, which cannot stack Qobj values)."""
+
+    def converted(*arguments: Any) -> Any:
+        return check.from_qutip(function(*arguments), name)
+
+    return converted
+
+
 def _evaluate_checked(
     function: Callable, t: float, name: str, dimension: int | None, hermitian: bool
 ) -> default_np.ndarray:
@@ -228,10 +238,13 @@ class TimeDependentSystem(BaseSystem):
         for i, gamma in enumerate(gammas):
             check.non_negative_number(gamma(0.0), f"gammas[{i}](0.0)")
         super().__init__(dimension, name, description)
-        self._hamiltonian = default_np.vectorize(hamiltonian, signature="()->(n,n)")
+        self._hamiltonian = default_np.vectorize(
+            _as_arrays(hamiltonian, "hamiltonian"), signature="()->(n,n)"
+        )
         self._gammas = [default_np.vectorize(g, signature="()->()") for g in gammas]
         self._lindblad_operators = [
-            default_np.vectorize(op, signature="()->(n,n)") for op in lindblad_operators
+            default_np.vectorize(_as_arrays(op, "lindblad_operators"), signature="()->(n,n)")
+            for op in lindblad_operators
         ]
         self._raw_hamiltonian = hamiltonian
         self._raw_gammas = list(gammas)
@@ -445,10 +458,13 @@ class TimeDependentSystemWithField(BaseSystem):
             check.non_negative_number(gamma(0.0), f"gammas[{i}](0.0)")
         super().__init__(dimension, name, description)
         self._raw_hamiltonian = hamiltonian
-        self._hamiltonian = default_np.vectorize(hamiltonian, signature="(),()->(n,n)")
+        self._hamiltonian = default_np.vectorize(
+            _as_arrays(hamiltonian, "hamiltonian"), signature="(),()->(n,n)"
+        )
         self._gammas = [default_np.vectorize(g, signature="()->()") for g in gammas]
         self._lindblad_operators = [
-            default_np.vectorize(op, signature="()->(n,n)") for op in lindblad_operators
+            default_np.vectorize(_as_arrays(op, "lindblad_operators"), signature="()->(n,n)")
+            for op in lindblad_operators
         ]
         self._raw_gammas = list(gammas)
         self._raw_lindblad_operators = list(lindblad_operators)
