@@ -233,3 +233,74 @@ def test_a_family_of_parameterized_systems(two_process_tensors):
         compute_dynamics_batch(
             family, rho0, process_tensor=pt, parameters=[parameters[0], parameters[1][:4]]
         )
+
+
+# ---------------------------------------------------------------- correlations
+
+
+def test_batched_correlations_equal_each_members_own(two_process_tensors):
+    """Mixed systems, controls, time_order 'full' (both chains of operators: A
+    first and B first). (Two baths: the batched step of the dynamics tests.)"""
+    from nonmarkov.methods.batched_correlations import compute_correlations_batch
+
+    systems, states = members()
+    arguments = (SZ, SX, [0, 4], slice(None), "full")
+    pt = two_process_tensors[1]
+    times, values = compute_correlations_batch(
+        systems,
+        pt,
+        *arguments,
+        states,
+        control=controls(),
+        progress_type="silent",
+    )
+    assert values.shape == (3, 2, STEPS + 1)
+    for m in range(3):
+        reference_times, reference = nm.compute_correlations(
+            systems[m],
+            pt,
+            *arguments,
+            states[m],
+            control=controls()[m],
+            progress_type="silent",
+        )
+        assert all(np.array_equal(t, r) for t, r in zip(times, reference_times))
+        assert np.max(np.abs(values[m] - reference)) < TOLERANCE, m
+
+
+@pytest.mark.parametrize("time_order", ["ordered", "anti"])
+def test_batched_correlations_of_one_order_and_in_chunks(two_process_tensors, time_order):
+    from nonmarkov.methods.batched_correlations import compute_correlations_batch
+
+    systems, states = members()
+    pt = two_process_tensors[0]
+    arguments = (SZ, SX, [2, 6], [3, 7], time_order)
+    whole = compute_correlations_batch(systems, pt, *arguments, states, progress_type="silent")[1]
+    chunked = compute_correlations_batch(
+        systems, pt, *arguments, states, batch_bytes=1, progress_type="silent"
+    )[1]
+    for m in range(3):
+        reference = nm.compute_correlations(
+            systems[m], pt, *arguments, states[m], progress_type="silent"
+        )[1]
+        assert np.array_equal(np.isnan(whole[m]), np.isnan(reference))
+        assert np.nanmax(np.abs(whole[m] - reference)) < TOLERANCE
+        assert np.nanmax(np.abs(chunked[m] - reference)) < TOLERANCE
+
+
+def test_batched_correlations_refuse_bad_input(two_process_tensors):
+    from nonmarkov.methods.batched_correlations import compute_correlations_batch
+
+    pt = two_process_tensors[0]
+    systems, states = members()
+    three = nm.System(np.diag([0.0, 1.0, 2.0]))
+    with pytest.raises(ValueError, match="systems is an empty list"):
+        compute_correlations_batch([], pt, SZ, SZ, 0, 1, initial_states=states[0])
+    with pytest.raises(ValueError, match="systems\\[1\\] has dimension 3"):
+        compute_correlations_batch([systems[0], three], pt, SZ, SZ, 0, 1, initial_states=states[0])
+    with pytest.raises(ValueError, match="same length"):
+        compute_correlations_batch(systems, pt, SZ, SZ, 0, 1, initial_states=states[:2])
+    with pytest.raises(ValueError, match="time_order"):
+        compute_correlations_batch(systems, pt, SZ, SZ, 0, 1, "sideways", states)
+    with pytest.raises(ValueError, match="operator_a"):
+        compute_correlations_batch(systems, pt, np.eye(3), SZ, 0, 1, initial_states=states)

@@ -35,6 +35,7 @@ from .io.results import import_dynamics as import_dynamics
 from .io.results import import_mean_field_dynamics as import_mean_field_dynamics
 from .methods.autodiff import differentiable_dynamics as differentiable_dynamics
 from .methods.batched import compute_dynamics_batch as compute_dynamics_batch
+from .methods.batched_correlations import compute_correlations_batch as compute_correlations_batch
 from .methods.bath_dynamics import TwoTimeBathCorrelations as TwoTimeBathCorrelations
 from .methods.correlations import compute_correlations as compute_correlations
 from .methods.correlations import compute_correlations_nt as compute_correlations_nt
@@ -125,6 +126,7 @@ __all__ = [
     "bath_dynamics",
     "cached_process_tensor",
     "compute_correlations",
+    "compute_correlations_batch",
     "compute_correlations_nt",
     "compute_dynamics",
     "compute_dynamics_batch",

@@ -28,7 +28,7 @@ from ..backends.host import to_backend
 from ..backends.numerical_backend import np
 from ..kernels.batched import apply_step_tensor_batched, apply_superoperators, close_bonds_batched
 from ..options import EngineOptions, resolve
-from .base import LastArguments
+from .base import LastArguments, PreparedProcessTensor
 from .host import HostChainEngine
 
 
@@ -70,6 +70,26 @@ class BatchedChainEngine(Protocol):
         """The read-outs (B, d^2) after every step, (N, B, d^2), or after the last
         step only, (1, B, d^2); host arrays."""
 
+    def prepare(
+        self, process_tensors: Sequence[Any], num_steps: int, record_all: bool
+    ) -> list[PreparedProcessTensor]:
+        """The process tensors ready for :meth:`step` (as the chain engine's)."""
+
+    def step(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> Any:
+        """Take ``state`` (B, bonds..., [branches,] d^2), on the engine's backend,
+        from t_step to t_step+1: ``before``, ``first``, the process tensors' step,
+        ``second``, ``after``; each a host array (d^2, d^2) or (B, d^2, d^2), the
+        controls possibly None (algorithms that branch the state: correlations)."""
+
 
 def folded(first: Any, second: Any, before: Any, after: Any) -> tuple[Any, Any]:
     """(first @ before, after @ second) of host arrays, each (d^2, d^2) or
@@ -95,24 +115,41 @@ class HostBatchedChainEngine:
             )
         )
 
+    def prepare(
+        self, process_tensors: Sequence[Any], num_steps: int, record_all: bool
+    ) -> list[PreparedProcessTensor]:
+        """See :meth:`BatchedChainEngine.prepare`."""
+        return HostChainEngine(self._options).prepare(process_tensors, num_steps, record_all)
+
+    def step(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> Any:
+        """See :meth:`BatchedChainEngine.step`."""
+        first, second = self._propagators(first, second, before, after)
+        state = apply_superoperators(state, first)
+        for axis, pt in enumerate(prepared):
+            state = apply_superoperators(state, pt.transform_in)
+            state = apply_step_tensor_batched(state, pt.tensor(step), pt.classes, axis + 1)
+            state = apply_superoperators(state, pt.transform_out)
+        return apply_superoperators(state, second)
+
     def run(self, run: BatchedChainRun) -> default_np.ndarray:
         """See :meth:`BatchedChainEngine.run`."""
-        prepared = HostChainEngine(self._options).prepare(
-            run.process_tensors, run.num_steps, run.record_all
-        )
+        prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)
         initial = default_np.asarray(run.initial)
         members, d2 = initial.shape
         state = to_backend(initial.reshape((members,) + (1,) * len(prepared) + (d2,)))
         readouts = []
         for step in range(run.num_steps):
             before, after = (None, None) if run.controls is None else run.controls(step)
-            first, second = self._propagators(*run.propagators(step), before, after)
-            state = apply_superoperators(state, first)
-            for axis, pt in enumerate(prepared):
-                state = apply_superoperators(state, pt.transform_in)
-                state = apply_step_tensor_batched(state, pt.tensor(step), pt.classes, axis + 1)
-                state = apply_superoperators(state, pt.transform_out)
-            state = apply_superoperators(state, second)
+            state = self.step(state, step, *run.propagators(step), prepared, before, after)
             if run.record_all or step == run.num_steps - 1:
                 vectors = close_bonds_batched(state, [pt.cap(step) for pt in prepared])
                 readouts.append(default_np.asarray(np.to_host(vectors)))

@@ -1,0 +1,293 @@
+"""``compute_correlations_batch``: two-time correlations of a batch of systems on
+the same process tensor(s), in one batched sweep over the time grid.
+
+Member m is what ``compute_correlations(systems[m], ..., initial_state=
+initial_states[m], control=controls[m])`` gives (to rounding). The sweep is
+that of :mod:`nonmarkov.methods.correlations` (the state without operators
+propagated once, a branch for each time an operator acts, all live branches
+propagated together), with one more axis in front: the members. Every step is
+one batched contraction of all members and branches on the batched chain
+engine (:mod:`nonmarkov.engines.batched`), with each member's propagators and
+controls. The operators and times are shared by the members.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as default_np
+
+from .. import config
+from .. import validation as check
+from .._threads import hot_loop_threads
+from ..backends.host import to_backend
+from ..backends.numerical_backend import np
+from ..engines import batched_chain_engine
+from ..kernels.batched import apply_superoperators, close_bonds_batched
+from ..model.control import Control
+from ..model.operators import left_super, right_super
+from ..model.system import BaseSystem, System
+from ..options import EngineOptions
+from ..progress import Progress
+from .batched import BATCH_BYTES, _as_members, _batch_size, _batch_states, _controls, _Propagators
+from .correlations import TIME_ORDERS, _Branch, _Chain, _Grid, _operator, _readout_vector
+from .dynamics import chain_controls, check_dynamics_inputs
+
+
+def compute_correlations_batch(
+    systems: BaseSystem | list[BaseSystem],
+    process_tensor: Any,
+    operator_a: Any,
+    operator_b: Any,
+    times_a: Any,
+    times_b: Any,
+    time_order: str = "ordered",
+    initial_states: Any = None,
+    start_time: float = 0.0,
+    dt: float | None = None,
+    progress_type: str | None = None,
+    *,
+    control: Control | list[Control | None] | None = None,
+    num_steps: int | None = None,
+    subdiv_limit: int | None = config.DEFAULT_SUBDIV_LIMIT,
+    liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
+    options: EngineOptions | None = None,
+    batch_bytes: int | None = None,
+) -> tuple[list[default_np.ndarray], default_np.ndarray]:
+    """Two-time correlations <B(t_b) A(t_a)> of B systems on the same process tensor(s).
+
+    Parameters
+    ----------
+    systems : one System/TimeDependentSystem or a list of B (one dimension d).
+    process_tensor, operator_a, operator_b, times_a, times_b, time_order,
+    start_time, dt, progress_type, num_steps, subdiv_limit, liouvillian_epsrel,
+    options : as for :func:`~nonmarkov.compute_correlations` (shared by every member).
+    initial_states : one (d, d) density matrix, a list of B or a (B, d, d) array.
+    control : None, one :class:`~nonmarkov.Control`, or a list of B (None for a
+        member without).
+    batch_bytes : bound (bytes) on the batched states of one chunk of members
+        (all their branches); default 256 MiB.
+
+    Returns
+    -------
+    times : [times_a (n_a,), times_b (n_b,)], the grid times selected.
+    correlations : (B, n_a, n_b) complex; ``correlations[m]`` is member m's
+        result of ``compute_correlations`` (NaN + NaN j outside ``time_order``).
+    """
+    time_order = check.choice(time_order, TIME_ORDERS, "time_order")
+    system_list = _as_members(systems, "systems", BaseSystem)
+    state_list = _batch_states(initial_states)
+    control_list = _as_members(control, "control", Control)
+    batch = _batch_size(
+        {
+            "systems": None if system_list is None else len(system_list),
+            "initial_states": None if state_list is None else len(state_list),
+            "control": None if control_list is None else len(control_list),
+        }
+    )
+    systems_b = system_list or [systems] * batch
+    states_b = state_list or [initial_states] * batch
+    controls_b = control_list or [control] * batch
+    for m, member in enumerate(systems_b):
+        if not isinstance(member, BaseSystem):
+            raise TypeError(
+                f"systems[{m}] must be a System or TimeDependentSystem; got {type(member).__name__}"
+            )
+        if member.dimension != systems_b[0].dimension:
+            raise ValueError(
+                f"systems[{m}] has dimension {member.dimension} but systems[0] has "
+                f"{systems_b[0].dimension}: the members of a batch share one dimension"
+            )
+    for m, member_control in enumerate(controls_b):
+        if member_control is not None and not isinstance(member_control, Control):
+            raise TypeError(
+                f"control[{m}] must be a Control or None; got {type(member_control).__name__}"
+            )
+    if batch_bytes is not None:
+        batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
+    rho0 = []
+    with hot_loop_threads():
+        for m in range(batch):
+            try:
+                pts, state, start, step, steps, progress = check_dynamics_inputs(
+                    systems_b[m],
+                    process_tensor,
+                    states_b[m],
+                    start_time,
+                    dt,
+                    num_steps,
+                    controls_b[m],
+                    progress_type,
+                )
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"batch member {m}: {error}") from error
+            rho0.append(state)
+    grid = _Grid(start, step, steps)
+    d = systems_b[0].dimension
+    a = _operator(operator_a, "operator_a", d)
+    b = _operator(operator_b, "operator_b", d)
+    steps_a = grid.steps(times_a, "times_a")
+    steps_b = grid.steps(times_b, "times_b")
+    chains = []
+    if time_order in ("ordered", "full"):
+        chains.append(_Chain([left_super(a)], _readout_vector(b), [steps_a, steps_b]))
+    if time_order in ("anti", "full"):
+        chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
+    branches = 1 + sum(len(chain.steps[0]) for chain in chains)
+    bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in pts]
+    member_bytes = 16 * d * d * (4 * math.prod(bonds) * branches + 2 * d * d)
+    chunk = max(1, min(batch, (batch_bytes or BATCH_BYTES) // member_bytes))
+    values = [default_np.full((batch,) + c.values.shape, complex("nan+nanj")) for c in chains]
+    with (
+        hot_loop_threads(),
+        Progress(grid.num_steps * math.ceil(batch / chunk), progress_type, "correlations") as bar,
+    ):
+        for lo in range(0, batch, chunk):
+            members = range(lo, min(lo + chunk, batch))
+            sweep = _BatchedSweep(
+                [systems_b[m] for m in members],
+                [controls_b[m] for m in members],
+                pts,
+                grid,
+                subdiv_limit,
+                liouvillian_epsrel,
+                options,
+            )
+            for chain, chain_values in zip(chains, values):
+                chain.values = default_np.full(
+                    (len(members),) + chain_values.shape[1:], complex("nan+nanj")
+                )
+            sweep.run(default_np.asarray([rho0[m] for m in members]), chains, bar)
+            for chain, chain_values in zip(chains, values):
+                chain_values[members.start : members.stop] = chain.values
+    rows = [chains[0].position[0 if time_order != "anti" else 1][int(k)] for k in steps_a]
+    columns = [chains[0].position[1 if time_order != "anti" else 0][int(k)] for k in steps_b]
+    if time_order == "anti":
+        dense = values[0].transpose(0, 2, 1)
+    else:
+        dense = values[0]
+        if time_order == "full":
+            later_a = chains[0].steps[0][:, None] > chains[0].steps[1][None, :]
+            dense = default_np.where(later_a[None], values[1].transpose(0, 2, 1), dense)
+    correlations = dense[:, rows][:, :, columns]
+    return [grid.times(steps_a), grid.times(steps_b)], correlations
+
+
+class _BatchedSweep:
+    """The sweep of :mod:`nonmarkov.methods.correlations` for a chunk of members: the
+    state (b, bonds..., branches, d^2), each member with its own propagators and
+    controls; a chain's values get a leading member axis."""
+
+    def __init__(
+        self,
+        systems: list[BaseSystem],
+        controls: list[Control | None],
+        process_tensors: list[Any],
+        grid: _Grid,
+        subdiv_limit: int | None,
+        liouvillian_epsrel: float,
+        options: EngineOptions | None,
+    ):
+        self.grid = grid
+        self.d = systems[0].dimension
+        distinct: dict[int, Any] = {}
+        for member in systems:
+            if id(member) not in distinct:
+                distinct[id(member)] = member.get_propagators(
+                    grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
+                )
+        self.propagators = _Propagators(
+            [distinct[id(member)] for member in systems],
+            [type(member) is System for member in systems],
+            self.d,
+            grid.num_steps > 0,
+        )
+        made = {
+            id(c): chain_controls(c, grid.dt, grid.start_time) for c in controls
+        }  # (initial, controls(k)) per distinct control
+        self.initial_controls = [made[id(c)][0] for c in controls]
+        self.controls = _controls(controls, made, self.d)
+        self.engine = batched_chain_engine(options)
+        self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
+        self.num_bonds = len(self.pts)
+
+    def _caps(self, step: int) -> list[Any]:
+        if step == 0:
+            return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
+        return [pt.cap(step - 1) for pt in self.pts]
+
+    def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
+        """Fill ``chain.values`` (b, ...) of every chain for the members' ``rho0`` (b, d, d)."""
+        axis = 1 + self.num_bonds  # the branches
+        end = max(chain.last_step[-1] for chain in chains)
+        root_end = max(chain.last_step[0] for chain in chains)
+        superops = [[to_backend(s) for s in chain.superoperators] for chain in chains]
+        readouts = [to_backend(chain.readout) for chain in chains]
+        vectors = default_np.asarray(rho0, dtype=complex).reshape(len(rho0), -1)
+        for m, initial in enumerate(self.initial_controls):
+            if initial is not None:  # the state recorded at t_0
+                vectors[m] = initial @ vectors[m]
+        members, d2 = vectors.shape
+        state = to_backend(vectors.reshape((members,) + (1,) * self.num_bonds + (1, d2)))
+        branches = [_Branch(None, 0, ())]
+        for k in range(end + 1):
+            state, branches = self._act(state, branches, chains, superops, readouts, k)
+            alive = [i for i, branch in enumerate(branches) if _alive(branch, chains, k, root_end)]
+            if len(alive) < len(branches):
+                branches = [branches[i] for i in alive]
+                state = np.take(state, np.asarray(alive), axis=axis) if alive else None
+            if state is None or k == end:
+                break
+            before, after = (None, None) if self.controls is None else self.controls(k)
+            first, second = self.propagators(k)
+            state = self.engine.step(state, k, first, second, self.pts, before, after)
+            progress.update()
+
+    def _act(
+        self,
+        state: Any,
+        branches: list[_Branch],
+        chains: list[_Chain],
+        superops: list[list[Any]],
+        readouts: list[Any],
+        k: int,
+    ) -> tuple[Any, list[_Branch]]:
+        """Apply every operator acting at step ``k``; read out the last ones."""
+        axis = 1 + self.num_bonds
+        for c, chain in enumerate(chains):
+            for level in range(chain.length):
+                position = chain.position[level].get(k)
+                if position is None:
+                    continue
+                if level == 0:
+                    parents = [i for i, b in enumerate(branches) if b.chain is None]
+                else:
+                    parents = [
+                        i for i, b in enumerate(branches) if b.chain == c and b.level == level
+                    ]
+                if not parents:
+                    continue
+                selected = np.take(state, np.asarray(parents), axis=axis)
+                if level == chain.length - 1:
+                    vectors = close_bonds_batched(selected, self._caps(k))  # (b, parents, d^2)
+                    values = np.to_host(np.tensordot(vectors, readouts[c], axes=([2], [0])))
+                    values = default_np.asarray(values)  # (b, parents)
+                    for j, i in enumerate(parents):
+                        chain.values[(slice(None),) + branches[i].indices + (position,)] = values[
+                            :, j
+                        ]
+                else:
+                    children = apply_superoperators(selected, superops[c][level])
+                    state = np.concatenate([state, children], axis=axis)
+                    branches = branches + [
+                        _Branch(c, level + 1, branches[i].indices + (position,)) for i in parents
+                    ]
+        return state, branches
+
+
+def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool:
+    """Whether an operator may still act on ``branch`` after step ``k``."""
+    if branch.chain is None:
+        return k < root_end
+    return k < chains[branch.chain].last_step[branch.level]
