@@ -21,18 +21,14 @@ import numpy as default_np
 from .. import config
 from .. import validation as check
 from .._threads import hot_loop_threads
-from ..backends.host import to_backend
-from ..backends.numerical_backend import np
-from ..engines import batched_chain_engine
-from ..kernels.batched import apply_superoperators, close_bonds_batched
 from ..model.control import Control
 from ..model.operators import left_super, right_super
-from ..model.system import BaseSystem, System
+from ..model.system import BaseSystem
 from ..options import EngineOptions
 from ..progress import Progress
-from .batched import BATCH_BYTES, _as_members, _batch_size, _batch_states, _controls, _Propagators
-from .correlations import TIME_ORDERS, _Branch, _Chain, _Grid, _operator, _readout_vector
-from .dynamics import chain_controls, check_dynamics_inputs
+from .batched import BATCH_BYTES, _as_members, _batch_size, _batch_states
+from .correlations import TIME_ORDERS, _Chain, _Grid, _operator, _readout_vector, _Sweep
+from .dynamics import check_dynamics_inputs
 
 
 def compute_correlations_batch(
@@ -145,7 +141,7 @@ def compute_correlations_batch(
     ):
         for lo in range(0, batch, chunk):
             members = range(lo, min(lo + chunk, batch))
-            sweep = _BatchedSweep(
+            sweep = _Sweep(
                 [systems_b[m] for m in members],
                 [controls_b[m] for m in members],
                 pts,
@@ -172,122 +168,3 @@ def compute_correlations_batch(
             dense = default_np.where(later_a[None], values[1].transpose(0, 2, 1), dense)
     correlations = dense[:, rows][:, :, columns]
     return [grid.times(steps_a), grid.times(steps_b)], correlations
-
-
-class _BatchedSweep:
-    """The sweep of :mod:`nonmarkov.methods.correlations` for a chunk of members: the
-    state (b, bonds..., branches, d^2), each member with its own propagators and
-    controls; a chain's values get a leading member axis."""
-
-    def __init__(
-        self,
-        systems: list[BaseSystem],
-        controls: list[Control | None],
-        process_tensors: list[Any],
-        grid: _Grid,
-        subdiv_limit: int | None,
-        liouvillian_epsrel: float,
-        options: EngineOptions | None,
-    ):
-        self.grid = grid
-        self.d = systems[0].dimension
-        distinct: dict[int, Any] = {}
-        for member in systems:
-            if id(member) not in distinct:
-                distinct[id(member)] = member.get_propagators(
-                    grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
-                )
-        self.propagators = _Propagators(
-            [distinct[id(member)] for member in systems],
-            [type(member) is System for member in systems],
-            self.d,
-            grid.num_steps > 0,
-        )
-        made = {
-            id(c): chain_controls(c, grid.dt, grid.start_time) for c in controls
-        }  # (initial, controls(k)) per distinct control
-        self.initial_controls = [made[id(c)][0] for c in controls]
-        self.controls = _controls(controls, made, self.d)
-        self.engine = batched_chain_engine(options)
-        self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
-        self.num_bonds = len(self.pts)
-
-    def _caps(self, step: int) -> list[Any]:
-        if step == 0:
-            return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
-        return [pt.cap(step - 1) for pt in self.pts]
-
-    def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
-        """Fill ``chain.values`` (b, ...) of every chain for the members' ``rho0`` (b, d, d)."""
-        axis = 1 + self.num_bonds  # the branches
-        end = max(chain.last_step[-1] for chain in chains)
-        root_end = max(chain.last_step[0] for chain in chains)
-        superops = [[to_backend(s) for s in chain.superoperators] for chain in chains]
-        readouts = [to_backend(chain.readout) for chain in chains]
-        vectors = default_np.asarray(rho0, dtype=complex).reshape(len(rho0), -1)
-        for m, initial in enumerate(self.initial_controls):
-            if initial is not None:  # the state recorded at t_0
-                vectors[m] = initial @ vectors[m]
-        members, d2 = vectors.shape
-        state = to_backend(vectors.reshape((members,) + (1,) * self.num_bonds + (1, d2)))
-        branches = [_Branch(None, 0, ())]
-        for k in range(end + 1):
-            state, branches = self._act(state, branches, chains, superops, readouts, k)
-            alive = [i for i, branch in enumerate(branches) if _alive(branch, chains, k, root_end)]
-            if len(alive) < len(branches):
-                branches = [branches[i] for i in alive]
-                state = np.take(state, np.asarray(alive), axis=axis) if alive else None
-            if state is None or k == end:
-                break
-            before, after = (None, None) if self.controls is None else self.controls(k)
-            first, second = self.propagators(k)
-            state = self.engine.step(state, k, first, second, self.pts, before, after)
-            progress.update()
-
-    def _act(
-        self,
-        state: Any,
-        branches: list[_Branch],
-        chains: list[_Chain],
-        superops: list[list[Any]],
-        readouts: list[Any],
-        k: int,
-    ) -> tuple[Any, list[_Branch]]:
-        """Apply every operator acting at step ``k``; read out the last ones."""
-        axis = 1 + self.num_bonds
-        for c, chain in enumerate(chains):
-            for level in range(chain.length):
-                position = chain.position[level].get(k)
-                if position is None:
-                    continue
-                if level == 0:
-                    parents = [i for i, b in enumerate(branches) if b.chain is None]
-                else:
-                    parents = [
-                        i for i, b in enumerate(branches) if b.chain == c and b.level == level
-                    ]
-                if not parents:
-                    continue
-                selected = np.take(state, np.asarray(parents), axis=axis)
-                if level == chain.length - 1:
-                    vectors = close_bonds_batched(selected, self._caps(k))  # (b, parents, d^2)
-                    values = np.to_host(np.tensordot(vectors, readouts[c], axes=([2], [0])))
-                    values = default_np.asarray(values)  # (b, parents)
-                    for j, i in enumerate(parents):
-                        chain.values[(slice(None),) + branches[i].indices + (position,)] = values[
-                            :, j
-                        ]
-                else:
-                    children = apply_superoperators(selected, superops[c][level])
-                    state = np.concatenate([state, children], axis=axis)
-                    branches = branches + [
-                        _Branch(c, level + 1, branches[i].indices + (position,)) for i in parents
-                    ]
-        return state, branches
-
-
-def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool:
-    """Whether an operator may still act on ``branch`` after step ``k``."""
-    if branch.chain is None:
-        return k < root_end
-    return k < chains[branch.chain].last_step[branch.level]

@@ -24,7 +24,8 @@ grid: the state without operators is propagated once; at each time where an
 operator acts, a copy of every state that may receive it gets it ("a branch"),
 and all live branches are propagated together as one batch. A branch is
 dropped once no later operator can act on it, so a prefix of the propagation
-is never repeated.
+is never repeated. The sweep runs on the batched chain engine: one system is a
+batch of one member, :func:`~nonmarkov.compute_correlations_batch` many.
 """
 
 from __future__ import annotations
@@ -40,14 +41,15 @@ from .. import validation as check
 from .._threads import hot_loop_threads
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
-from ..engines import chain_engine
-from ..kernels.chain import apply_superoperator, close_bonds
+from ..engines import batched_chain_engine
+from ..kernels.batched import apply_superoperators, close_bonds_batched
 from ..model.control import Control
 from ..model.operators import left_super, right_super
-from ..model.system import BaseSystem
+from ..model.system import BaseSystem, System
 from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress
+from .batched import _controls, _Propagators
 from .dynamics import chain_controls, check_dynamics_inputs
 
 TIME_ORDERS = ("ordered", "anti", "full")
@@ -199,71 +201,75 @@ class _Branch:
 
 
 class _Sweep:
-    """Propagates a batch of branches over the grid and reads out the chains."""
+    """Propagates the branches of b members over the grid and reads out the chains:
+    the state (b, bonds..., branches, d^2), each member with its own propagators and
+    controls, one batched contraction per step (the batched chain engine); a chain's
+    values get a leading member axis. One system is a batch of one."""
 
     def __init__(
         self,
-        system: BaseSystem,
-        process_tensors: list[BaseProcessTensor],
+        systems: list[BaseSystem],
+        controls: list[Control | None],
+        process_tensors: list[Any],
         grid: _Grid,
-        control: Control | None,
         subdiv_limit: int | None,
         liouvillian_epsrel: float,
         options: EngineOptions | None,
     ):
         self.grid = grid
-        self.initial_control, self.controls = chain_controls(control, grid.dt, grid.start_time)
-        self.d = system.dimension
-        self.propagators = system.get_propagators(
-            grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
+        self.d = systems[0].dimension
+        distinct: dict[int, Any] = {}
+        for member in systems:
+            if id(member) not in distinct:
+                distinct[id(member)] = member.get_propagators(
+                    grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
+                )
+        self.propagators = _Propagators(
+            [distinct[id(member)] for member in systems],
+            [type(member) is System for member in systems],
+            self.d,
+            grid.num_steps > 0,
         )
-        self.engine = chain_engine(options)
+        made = {
+            id(c): chain_controls(c, grid.dt, grid.start_time) for c in controls
+        }  # (initial, controls(k)) per distinct control
+        self.initial_controls = [made[id(c)][0] for c in controls]
+        self.controls = _controls(controls, made, self.d)
+        self.engine = batched_chain_engine(options)
         self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
         self.num_bonds = len(self.pts)
 
-    def _step(self, state: Any, step: int) -> Any:
-        """Propagate the batch ``state`` (bonds..., batch, d^2) from the state
-        recorded at t_step to the one recorded at t_step+1 (controls included)."""
-        before, after = (None, None) if self.controls is None else self.controls(step)
-        first, second = self.propagators(step)
-        return self.engine.step(state, step, first, second, self.pts, before, after)
-
     def _caps(self, step: int) -> list[Any]:
-        """Caps closing the bonds of a state at grid step ``step``."""
         if step == 0:
             return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
         return [pt.cap(step - 1) for pt in self.pts]
 
-    def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress_type: str) -> None:
-        """Fill ``chain.values`` of every chain."""
-        batch_axis = self.num_bonds
+    def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
+        """Fill ``chain.values`` (b, ...) of every chain for the members' ``rho0`` (b, d, d)."""
+        axis = 1 + self.num_bonds  # the branches
         end = max(chain.last_step[-1] for chain in chains)
         root_end = max(chain.last_step[0] for chain in chains)
         superops = [[to_backend(s) for s in chain.superoperators] for chain in chains]
         readouts = [to_backend(chain.readout) for chain in chains]
-        vector = rho0.reshape(-1)
-        if self.initial_control is not None:  # the state recorded at t_0
-            vector = self.initial_control @ vector
-        state = to_backend(vector.reshape((1,) * self.num_bonds + (1, self.d * self.d)))
+        vectors = default_np.asarray(rho0, dtype=complex).reshape(len(rho0), -1)
+        for m, initial in enumerate(self.initial_controls):
+            if initial is not None:  # the state recorded at t_0
+                vectors[m] = initial @ vectors[m]
+        members, d2 = vectors.shape
+        state = to_backend(vectors.reshape((members,) + (1,) * self.num_bonds + (1, d2)))
         branches = [_Branch(None, 0, ())]
-        with hot_loop_threads(), Progress(end, progress_type, "correlations") as progress:
-            for k in range(end + 1):
-                state, branches = self._act(state, branches, chains, superops, readouts, k)
-                alive = [i for i, b in enumerate(branches) if self._alive(b, chains, k, root_end)]
-                if len(alive) < len(branches):
-                    branches = [branches[i] for i in alive]
-                    state = np.take(state, np.asarray(alive), axis=batch_axis) if alive else None
-                if state is None or k == end:
-                    break
-                state = self._step(state, k)
-                progress.update()
-
-    @staticmethod
-    def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool:
-        """Whether an operator may still act on ``branch`` after step ``k``."""
-        if branch.chain is None:
-            return k < root_end
-        return k < chains[branch.chain].last_step[branch.level]
+        for k in range(end + 1):
+            state, branches = self._act(state, branches, chains, superops, readouts, k)
+            alive = [i for i, branch in enumerate(branches) if _alive(branch, chains, k, root_end)]
+            if len(alive) < len(branches):
+                branches = [branches[i] for i in alive]
+                state = np.take(state, np.asarray(alive), axis=axis) if alive else None
+            if state is None or k == end:
+                break
+            before, after = (None, None) if self.controls is None else self.controls(k)
+            first, second = self.propagators(k)
+            state = self.engine.step(state, k, first, second, self.pts, before, after)
+            progress.update()
 
     def _act(
         self,
@@ -275,7 +281,7 @@ class _Sweep:
         k: int,
     ) -> tuple[Any, list[_Branch]]:
         """Apply every operator acting at step ``k``; read out the last ones."""
-        batch_axis = self.num_bonds
+        axis = 1 + self.num_bonds
         for c, chain in enumerate(chains):
             for level in range(chain.length):
                 position = chain.position[level].get(k)
@@ -289,19 +295,52 @@ class _Sweep:
                     ]
                 if not parents:
                     continue
-                selected = np.take(state, np.asarray(parents), axis=batch_axis)
+                selected = np.take(state, np.asarray(parents), axis=axis)
                 if level == chain.length - 1:
-                    vectors = close_bonds(selected, self._caps(k))  # (parents, d^2)
-                    values = np.to_host(np.tensordot(vectors, readouts[c], axes=([1], [0])))
-                    for value, i in zip(default_np.asarray(values), parents):
-                        chain.values[branches[i].indices + (position,)] = value
+                    vectors = close_bonds_batched(selected, self._caps(k))  # (b, parents, d^2)
+                    values = np.to_host(np.tensordot(vectors, readouts[c], axes=([2], [0])))
+                    values = default_np.asarray(values)  # (b, parents)
+                    for j, i in enumerate(parents):
+                        chain.values[(slice(None),) + branches[i].indices + (position,)] = values[
+                            :, j
+                        ]
                 else:
-                    children = apply_superoperator(selected, superops[c][level])
-                    state = np.concatenate([state, children], axis=batch_axis)
+                    children = apply_superoperators(selected, superops[c][level])
+                    state = np.concatenate([state, children], axis=axis)
                     branches = branches + [
                         _Branch(c, level + 1, branches[i].indices + (position,)) for i in parents
                     ]
         return state, branches
+
+
+def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool:
+    """Whether an operator may still act on ``branch`` after step ``k``."""
+    if branch.chain is None:
+        return k < root_end
+    return k < chains[branch.chain].last_step[branch.level]
+
+
+def _sweep_one(
+    system: BaseSystem,
+    pts: list[BaseProcessTensor],
+    grid: _Grid,
+    control: Control | None,
+    settings: tuple[int | None, float, EngineOptions | None],
+    rho0: default_np.ndarray,
+    chains: list[_Chain],
+    progress_type: str,
+) -> None:
+    """Fill ``chain.values`` of every chain for one system: a batch of one member.
+    ``settings``: (subdiv_limit, liouvillian_epsrel, options)."""
+    subdiv_limit, liouvillian_epsrel, options = settings
+    end = max(chain.last_step[-1] for chain in chains)
+    for chain in chains:
+        chain.values = chain.values[None]
+    with hot_loop_threads(), Progress(end, progress_type, "correlations") as progress:
+        sweep = _Sweep([system], [control], pts, grid, subdiv_limit, liouvillian_epsrel, options)
+        sweep.run(rho0[None], chains, progress)
+    for chain in chains:
+        chain.values = chain.values[0]
 
 
 # --------------------------------------------------------------------------
@@ -408,8 +447,15 @@ def compute_correlations(
         chains.append(_Chain([left_super(a)], _readout_vector(b), [steps_a, steps_b]))
     if time_order in ("anti", "full"):
         chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
-    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel, options).run(
-        rho0, chains, progress_type
+    _sweep_one(
+        system,
+        pts,
+        grid,
+        control,
+        (subdiv_limit, liouvillian_epsrel, options),
+        rho0,
+        chains,
+        progress_type,
     )
     rows = [chains[0].position[0 if time_order != "anti" else 1][int(k)] for k in steps_a]
     columns = [chains[0].position[1 if time_order != "anti" else 0][int(k)] for k in steps_b]
@@ -496,8 +542,15 @@ def compute_correlations_nt(
         for m, side in zip(matrices[:-1], sides[:-1])
     ]
     chain = _Chain(superoperators, _readout_vector(matrices[-1]), steps)
-    _Sweep(system, pts, grid, control, subdiv_limit, liouvillian_epsrel, options).run(
-        rho0, [chain], progress_type
+    _sweep_one(
+        system,
+        pts,
+        grid,
+        control,
+        (subdiv_limit, liouvillian_epsrel, options),
+        rho0,
+        [chain],
+        progress_type,
     )
     index = [[chain.position[j][int(k)] for k in s] for j, s in enumerate(steps)]
     return [grid.times(s) for s in steps], chain.values[default_np.ix_(*index)]
