@@ -97,6 +97,51 @@ def _batch_size(lengths: dict[str, int | None]) -> int:
     return sizes.pop() if sizes else 1
 
 
+def batch_members(
+    systems: Any, initial_states: Any, control: Any, parameters: Any = None
+) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The members of a batch: per member its system, initial state, control and
+    parameters (each given once for every member or as a list of B), checked for
+    types and one shared dimension; TypeError/ValueError otherwise."""
+    system_list = _as_members(systems, "systems", BaseSystem)
+    state_list = _batch_states(initial_states)
+    control_list = _as_members(control, "control", Control)
+    parameter_list = _batch_parameters(parameters)
+    batch = _batch_size(
+        {
+            "systems": None if system_list is None else len(system_list),
+            "initial_states": None if state_list is None else len(state_list),
+            "control": None if control_list is None else len(control_list),
+            "parameters": None if parameter_list is None else len(parameter_list),
+        }
+    )
+    systems_b = system_list or [systems] * batch
+    states_b = state_list or [initial_states] * batch
+    controls_b = control_list or [control] * batch
+    parameters_b = parameter_list or [parameters] * batch
+    for m, member in enumerate(systems_b):
+        if not isinstance(member, BaseSystem):
+            raise TypeError(
+                f"systems[{m}] must be a System or TimeDependentSystem; got {type(member).__name__}"
+            )
+        if parameters is not None and not isinstance(member, ParameterizedSystem):
+            raise TypeError(
+                f"parameters are given, so systems[{m}] must be a ParameterizedSystem; got "
+                f"{type(member).__name__} (a batch with parameters is one of parameterized systems)"
+            )
+        if member.dimension != systems_b[0].dimension:
+            raise ValueError(
+                f"systems[{m}] has dimension {member.dimension} but systems[0] has "
+                f"{systems_b[0].dimension}: the members of a batch share one dimension"
+            )
+    for m, member_control in enumerate(controls_b):
+        if member_control is not None and not isinstance(member_control, Control):
+            raise TypeError(
+                f"control[{m}] must be a Control or None; got {type(member_control).__name__}"
+            )
+    return systems_b, states_b, controls_b, parameters_b
+
+
 def compute_dynamics_batch(
     systems: BaseSystem | Sequence[BaseSystem],
     initial_states: Any = None,
@@ -148,42 +193,10 @@ def compute_dynamics_batch(
     dimensions, a state or control that does not fit) before any step.
     """
     record_all = check.boolean(record_all, "record_all")
-    system_list = _as_members(systems, "systems", BaseSystem)
-    state_list = _batch_states(initial_states)
-    control_list = _as_members(control, "control", Control)
-    parameter_list = _batch_parameters(parameters)
-    batch = _batch_size(
-        {
-            "systems": None if system_list is None else len(system_list),
-            "initial_states": None if state_list is None else len(state_list),
-            "control": None if control_list is None else len(control_list),
-            "parameters": None if parameter_list is None else len(parameter_list),
-        }
+    systems_b, states_b, controls_b, parameters_b = batch_members(
+        systems, initial_states, control, parameters
     )
-    systems_b = system_list or [systems] * batch
-    states_b = state_list or [initial_states] * batch
-    controls_b = control_list or [control] * batch
-    parameters_b = parameter_list or [parameters] * batch
-    for m, member in enumerate(systems_b):
-        if not isinstance(member, BaseSystem):
-            raise TypeError(
-                f"systems[{m}] must be a System or TimeDependentSystem; got {type(member).__name__}"
-            )
-        if parameters is not None and not isinstance(member, ParameterizedSystem):
-            raise TypeError(
-                f"parameters are given, so systems[{m}] must be a ParameterizedSystem; got "
-                f"{type(member).__name__} (a batch with parameters is one of parameterized systems)"
-            )
-        if member.dimension != systems_b[0].dimension:
-            raise ValueError(
-                f"systems[{m}] has dimension {member.dimension} but systems[0] has "
-                f"{systems_b[0].dimension}: the members of a batch share one dimension"
-            )
-    for m, member_control in enumerate(controls_b):
-        if member_control is not None and not isinstance(member_control, Control):
-            raise TypeError(
-                f"control[{m}] must be a Control or None; got {type(member_control).__name__}"
-            )
+    batch = len(systems_b)
     if batch_bytes is not None:
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
     rho0 = []

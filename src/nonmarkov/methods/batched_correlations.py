@@ -26,7 +26,7 @@ from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem
 from ..options import EngineOptions
 from ..progress import Progress
-from .batched import BATCH_BYTES, _as_members, _batch_size, _batch_states
+from .batched import BATCH_BYTES, batch_members
 from .correlations import TIME_ORDERS, _Chain, _Grid, _operator, _readout_vector, _Sweep
 from .dynamics import check_dynamics_inputs
 
@@ -72,34 +72,8 @@ def compute_correlations_batch(
         result of ``compute_correlations`` (NaN + NaN j outside ``time_order``).
     """
     time_order = check.choice(time_order, TIME_ORDERS, "time_order")
-    system_list = _as_members(systems, "systems", BaseSystem)
-    state_list = _batch_states(initial_states)
-    control_list = _as_members(control, "control", Control)
-    batch = _batch_size(
-        {
-            "systems": None if system_list is None else len(system_list),
-            "initial_states": None if state_list is None else len(state_list),
-            "control": None if control_list is None else len(control_list),
-        }
-    )
-    systems_b = system_list or [systems] * batch
-    states_b = state_list or [initial_states] * batch
-    controls_b = control_list or [control] * batch
-    for m, member in enumerate(systems_b):
-        if not isinstance(member, BaseSystem):
-            raise TypeError(
-                f"systems[{m}] must be a System or TimeDependentSystem; got {type(member).__name__}"
-            )
-        if member.dimension != systems_b[0].dimension:
-            raise ValueError(
-                f"systems[{m}] has dimension {member.dimension} but systems[0] has "
-                f"{systems_b[0].dimension}: the members of a batch share one dimension"
-            )
-    for m, member_control in enumerate(controls_b):
-        if member_control is not None and not isinstance(member_control, Control):
-            raise TypeError(
-                f"control[{m}] must be a Control or None; got {type(member_control).__name__}"
-            )
+    systems_b, states_b, controls_b, _ = batch_members(systems, initial_states, control)
+    batch = len(systems_b)
     if batch_bytes is not None:
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
     rho0 = []
