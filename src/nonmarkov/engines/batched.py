@@ -26,7 +26,8 @@ import numpy as default_np
 
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
-from ..kernels.batched import apply_step_tensor_batched, apply_superoperators, close_bonds_batched
+from ..kernels.batched import apply_superoperators, close_bonds_batched
+from ..kernels.chain import apply_step_tensor
 from ..options import EngineOptions, resolve
 from .base import LastArguments, PreparedProcessTensor
 from .host import HostChainEngine
@@ -136,7 +137,7 @@ class HostBatchedChainEngine:
         state = apply_superoperators(state, first)
         for axis, pt in enumerate(prepared):
             state = apply_superoperators(state, pt.transform_in)
-            state = apply_step_tensor_batched(state, pt.tensor(step), pt.classes, axis + 1)
+            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis + 1)
             state = apply_superoperators(state, pt.transform_out)
         return apply_superoperators(state, second)
 

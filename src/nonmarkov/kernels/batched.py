@@ -2,7 +2,8 @@
 
 The batched state is ``v[m, b_1, ..., b_n, alpha]``: the member m of the batch
 first, then one open bond per process tensor and the Liouville index alpha
-(d^2). Superoperators are shared, (d^2, d^2), or one per member, (B, d^2, d^2);
+(d^2); a step tensor is contracted with :func:`nonmarkov.kernels.chain.apply_step_tensor`
+on bond axis i + 1. Superoperators are shared, (d^2, d^2), or one per member, (B, d^2, d^2);
 every contraction is one batched matrix product over the whole batch. No physics.
 """
 
@@ -21,19 +22,6 @@ def apply_superoperators(state: Any, superoperators: Any) -> Any:
     members, d2 = state.shape[0], state.shape[-1]
     flat = state.reshape(members, -1, d2)
     return np.matmul(flat, np.swapaxes(superoperators, 1, 2)).reshape(state.shape)
-
-
-def apply_step_tensor_batched(state: Any, tensor: Any, classes: Any, axis: int) -> Any:
-    """Contract bond ``axis`` (>= 1) of ``state`` (B, ..., d^2) with a step tensor
-    T[b, b', c]: each Liouville index alpha picks ``T[:, :, classes[alpha]]``; one
-    batched matrix product per alpha over all members and other bonds."""
-    expanded = np.moveaxis(tensor[:, :, classes], 2, 0)  # (alpha, b, b')
-    moved = np.moveaxis(state, axis, -2)  # (B, ..., b, alpha)
-    shape = moved.shape
-    flat = np.moveaxis(moved.reshape(-1, shape[-2], shape[-1]), 2, 0)  # (alpha, X, b)
-    product = np.matmul(flat, expanded)  # (alpha, X, b')
-    result = np.moveaxis(product, 0, 2).reshape(shape[:-2] + (tensor.shape[1], shape[-1]))
-    return np.moveaxis(result, -2, axis)
 
 
 def close_bonds_batched(state: Any, caps: list[Any]) -> Any:

@@ -18,14 +18,18 @@ def apply_superoperator(state: Any, superoperator: Any) -> Any:
 
 
 def apply_step_tensor(state: Any, tensor: Any, classes: Any, axis: int) -> Any:
-    """Contract bond ``axis`` of ``state`` with a step tensor T[b, b', c].
-
-    Each Liouville index alpha picks the slice ``T[:, :, classes[alpha]]``;
-    the bond dimension on ``axis`` changes from b to b'.
+    """Contract bond ``axis`` of ``state`` (..., b, ..., d^2) with a step tensor
+    T[b, b', c]: each Liouville index alpha picks the slice ``T[:, :, classes[alpha]]``;
+    the bond dimension on ``axis`` changes from b to b'. One batched matrix product
+    per alpha over all other axes (batches, branches, the other bonds), several times
+    faster than the equivalent einsum once there are any.
     """
-    expanded = tensor[:, :, classes]  # (b, b', alpha)
+    expanded = np.moveaxis(tensor[:, :, classes], 2, 0)  # (alpha, b, b')
     moved = np.moveaxis(state, axis, -2)  # (..., b, alpha)
-    result = np.einsum("...ba,bca->...ca", moved, expanded)
+    shape = moved.shape
+    flat = np.moveaxis(moved.reshape(-1, shape[-2], shape[-1]), 2, 0)  # (alpha, X, b)
+    product = np.matmul(flat, expanded)  # (alpha, X, b')
+    result = np.moveaxis(product, 0, 2).reshape(shape[:-2] + (tensor.shape[1], shape[-1]))
     return np.moveaxis(result, -2, axis)
 
 
