@@ -142,6 +142,42 @@ def batch_members(
     return systems_b, states_b, controls_b, parameters_b
 
 
+def check_member_runs(
+    systems: list[Any],
+    states: list[Any],
+    controls: list[Any],
+    process_tensor: Any,
+    grid: tuple[Any, Any, Any, Any],
+    parameterized: bool = False,
+) -> tuple[list[Any], tuple[Any, ...]]:
+    """Every member's run checked as ``compute_dynamics`` checks one (an error names
+    the member): the initial states (d, d), and (process tensors, start_time, dt,
+    num_steps, progress_type), shared by the members. ``grid``: (start_time, dt,
+    num_steps, progress_type) as given."""
+    start_time, dt, num_steps, progress_type = grid
+    rho0 = []
+    shared: tuple[Any, ...] = ()
+    with hot_loop_threads():  # (the checks' eigenvalues: small matrices, one BLAS thread)
+        for m, (system, state, control) in enumerate(zip(systems, states, controls)):
+            try:
+                pts, rho, start, step, steps, progress = check_dynamics_inputs(
+                    system,
+                    process_tensor,
+                    state,
+                    start_time,
+                    dt,
+                    num_steps,
+                    control,
+                    progress_type,
+                    parameterized,
+                )
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"batch member {m}: {error}") from error
+            rho0.append(rho)
+            shared = shared or (pts, start, step, steps, progress)
+    return rho0, shared
+
+
 def compute_dynamics_batch(
     systems: BaseSystem | Sequence[BaseSystem],
     initial_states: Any = None,
@@ -199,38 +235,28 @@ def compute_dynamics_batch(
     batch = len(systems_b)
     if batch_bytes is not None:
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
-    rho0 = []
-    checked: dict[tuple[int, int], Any] = {}  # (system, control) -> the checked run
-    checked_parameters: dict[int, Any] = {}
+    rho0, (process_tensors, start_time, dt, num_steps, progress_type) = check_member_runs(
+        systems_b,
+        states_b,
+        controls_b,
+        process_tensor,
+        (start_time, dt, num_steps, progress_type),
+        parameters is not None,
+    )
     member_parameters: list[Any] = []
-    with hot_loop_threads():  # (the checks' eigenvalues: small matrices, one BLAS thread)
+    checked_parameters: dict[int, Any] = {}
+    if parameters is not None:
         for m in range(batch):
-            key = (id(systems_b[m]), id(controls_b[m]))
-            try:
-                process_tensors, state, start, step, steps, progress = check_dynamics_inputs(
-                    systems_b[m],
-                    process_tensor,
-                    states_b[m],
-                    start_time,
-                    dt,
-                    num_steps,
-                    controls_b[m],
-                    progress_type,
-                    parameters is not None,
-                )
-                if parameters is not None:  # (a shared array is checked once)
-                    original = id(parameters_b[m])  # (parameters_b keeps it alive)
-                    if original not in checked_parameters:
-                        family = cast(ParameterizedSystem, systems_b[m])
-                        checked_parameters[original] = family.check_parameters(
-                            parameters_b[m], steps
-                        )
-                    member_parameters.append(checked_parameters[original])
-            except (TypeError, ValueError) as error:
-                raise type(error)(f"batch member {m}: {error}") from error
-            rho0.append(state)
-            checked.setdefault(key, (process_tensors, start, step, steps, progress))
-    process_tensors, start_time, dt, num_steps, progress_type = next(iter(checked.values()))
+            original = id(parameters_b[m])  # a shared array is checked once
+            if original not in checked_parameters:
+                family = cast(ParameterizedSystem, systems_b[m])
+                try:
+                    checked_parameters[original] = family.check_parameters(
+                        parameters_b[m], num_steps
+                    )
+                except (TypeError, ValueError) as error:
+                    raise type(error)(f"batch member {m}: {error}") from error
+            member_parameters.append(checked_parameters[original])
     d = systems_b[0].dimension
     recorded = num_steps + 1 if record_all else min(num_steps, 1) + 1
     checks.affordable_run(num_steps, d, recorded * batch, "compute_dynamics_batch")

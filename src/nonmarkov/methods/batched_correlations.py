@@ -26,9 +26,8 @@ from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem
 from ..options import EngineOptions
 from ..progress import Progress
-from .batched import BATCH_BYTES, batch_members
+from .batched import BATCH_BYTES, batch_members, check_member_runs
 from .correlations import TIME_ORDERS, _Chain, _Grid, _operator, _readout_vector, _Sweep
-from .dynamics import check_dynamics_inputs
 
 
 def compute_correlations_batch(
@@ -76,23 +75,9 @@ def compute_correlations_batch(
     batch = len(systems_b)
     if batch_bytes is not None:
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
-    rho0 = []
-    with hot_loop_threads():
-        for m in range(batch):
-            try:
-                pts, state, start, step, steps, progress = check_dynamics_inputs(
-                    systems_b[m],
-                    process_tensor,
-                    states_b[m],
-                    start_time,
-                    dt,
-                    num_steps,
-                    controls_b[m],
-                    progress_type,
-                )
-            except (TypeError, ValueError) as error:
-                raise type(error)(f"batch member {m}: {error}") from error
-            rho0.append(state)
+    rho0, (pts, start, step, steps, progress_type) = check_member_runs(
+        systems_b, states_b, controls_b, process_tensor, (start_time, dt, num_steps, progress_type)
+    )
     grid = _Grid(start, step, steps)
     d = systems_b[0].dimension
     a = _operator(operator_a, "operator_a", d)
