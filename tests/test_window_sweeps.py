@@ -184,6 +184,30 @@ def test_the_sketched_svd_keeps_the_truncation_guarantee(expected, epsrel):
     numpy.testing.assert_allclose(vh @ vh.conj().T, numpy.eye(len(s)), atol=1e-12)
 
 
+def copied_rows_matrix(groups: int, copies: int, cols: int, spread: float, spread_rank: int):
+    """Rows (g, copies): every copy of a group row is one decaying matrix plus a
+    small difference of rank ``spread_rank`` and size ``spread``."""
+    base = decaying_matrix(groups, cols, 0.3)
+    shift = decaying_matrix(groups * copies, cols, 0.5)
+    u, s, vh = numpy.linalg.svd(shift, full_matrices=False)
+    shift = (u[:, :spread_rank] * s[:spread_rank]) @ vh[:spread_rank]
+    return numpy.repeat(base, copies, axis=0) + spread * shift / numpy.linalg.norm(shift, 2)
+
+
+@pytest.mark.parametrize("spread_rank", [3, 60])  # within the first block, and far beyond it
+@pytest.mark.parametrize("epsrel", [1e-4, 1e-8])
+def test_the_sketch_of_copied_rows_keeps_the_truncation_guarantee(spread_rank, epsrel):
+    matrix = copied_rows_matrix(40, 5, 240, 1e-2, spread_rank)
+    u, s, vh = sketched_truncated_svd(matrix, epsrel, 40, copies=5)
+    plain = truncated_svd(matrix, epsrel)[1]
+    assert len(plain) <= len(s) <= len(plain) + 2
+    numpy.testing.assert_allclose(s[: len(plain)], plain[: len(s)], rtol=0, atol=1e-9 * plain[0])
+    discarded = numpy.linalg.norm(matrix - (u * s[None, :]) @ vh)
+    assert discarded <= epsrel * numpy.linalg.norm(matrix, 2) * (1.0 + 1e-6)
+    numpy.testing.assert_allclose(u.conj().T @ u, numpy.eye(len(s)), atol=1e-12)
+    numpy.testing.assert_allclose(vh @ vh.conj().T, numpy.eye(len(s)), atol=1e-12)
+
+
 def test_a_sketch_as_wide_as_the_matrix_is_the_plain_svd():
     matrix = decaying_matrix(40, 60, 0.2)
     sketched = sketched_truncated_svd(matrix, 1e-6, 20)

@@ -15,6 +15,7 @@ range sketch, for matrices whose kept rank is known to be small.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as default_np
@@ -83,32 +84,97 @@ SKETCH_SEED = 20261201
 
 
 def sketched_truncated_svd(
-    matrix: Any, epsrel: float, expected_rank: int, max_rank: int | None = None
+    matrix: Any, epsrel: float, expected_rank: int, max_rank: int | None = None, copies: int = 1
 ) -> tuple[Any, Any, Any]:
     """:func:`truncated_svd` of ``matrix`` (m, n) from a randomized range sketch.
 
     The range is sketched with a Gaussian test matrix (fixed seed, so runs
-    repeat) of w = ``expected_rank`` + :data:`SKETCH_OVERSAMPLING` columns and
-    one power iteration; ``q`` (m, w) orthonormalises it and the SVD of
-    ``q^H matrix`` (w, n) gives the kept triplets. What the sketch misses,
-    ``|matrix - q q^H matrix|_F``, is measured and counted as discarded (it is
-    orthogonal to the rest), so the cut keeps the guarantee of
-    :func:`truncated_svd`: discarded norm at most ``epsrel`` times the largest
-    singular value, possibly at a slightly larger rank. Where the rule would
-    keep all w values the sketch doubles; a sketch wider than half the smaller
-    side is a plain SVD. Host (NumPy) only. Returns u (m, k), s (k,), vh (k, n).
+    repeat) and one power iteration; the SVD of the projection ``q^H matrix``
+    gives the kept triplets. What the sketch misses, ``|matrix - q q^H
+    matrix|_F``, is measured and counted as discarded (it is orthogonal to
+    the rest), so the cut keeps the guarantee of :func:`truncated_svd`:
+    discarded norm at most ``epsrel`` times the largest singular value,
+    possibly at a slightly larger rank. Where the rule would keep every
+    sketched value, the sketch grows by a block of the residual (the work
+    done is kept); where a wider sketch would cost more than a plain SVD
+    (:func:`_sketch_pays`), the plain SVD it is.
+
+    ``copies`` > 1 says that the rows come in consecutive groups of that many
+    nearly equal copies (rows ``(g, copies)``, copies fastest): the group means
+    span most of the range exactly and for free, and only the residual (the
+    rows minus their group mean) is sketched, starting at
+    :data:`SKETCH_OVERSAMPLING` columns. Otherwise the sketch starts at
+    ``expected_rank`` + :data:`SKETCH_OVERSAMPLING` columns. Host (NumPy) only.
+    Returns u (m, k), s (k,), vh (k, n).
     """
     rows, cols = matrix.shape
-    width = int(expected_rank) + SKETCH_OVERSAMPLING
-    while 2 * width < min(rows, cols):
-        test = default_np.random.default_rng(SKETCH_SEED).standard_normal((cols, width))
-        q = default_np.linalg.qr(matrix @ test)[0]
-        q = default_np.linalg.qr(matrix @ (matrix.conj().T @ q))[0]
-        projected = q.conj().T @ matrix  # (w, n)
-        missed = float(default_np.linalg.norm(matrix - q @ projected))
-        u, s, vh = la.svd(projected)
-        rank = kept_rank(default_np.append(s, missed), epsrel, max_rank)
-        if rank < width:
-            return q @ u[:, :rank], s[:rank], vh[:rank, :]
-        width *= 2
+    if copies > 1:
+        groups = rows // copies
+        root = math.sqrt(copies)
+        means = matrix.reshape(groups, copies, cols).sum(axis=1) / root  # Q0^H A, (g, n)
+        residual = (matrix.reshape(groups, copies, cols) - means[:, None, :] / root).reshape(
+            rows, cols
+        )
+        width = SKETCH_OVERSAMPLING + groups // 4
+    else:
+        groups, means, residual = 0, matrix[:0], matrix
+        width = int(expected_rank) + SKETCH_OVERSAMPLING
+    rng = default_np.random.default_rng(SKETCH_SEED)
+    basis = matrix[:, :0]  # Q1 (m, w1): orthonormal, orthogonal to the group means
+    projected = means  # [Q0 Q1]^H A, (g + w1, n)
+    while _sketch_pays(groups + basis.shape[1] + width, rows, cols, copies):
+        block = default_np.linalg.qr(residual @ rng.standard_normal((cols, width)))[0]
+        block = default_np.linalg.qr(residual @ (block.conj().T @ residual).conj().T)[0]
+        block = default_np.linalg.qr(_orthogonalise(block, basis, copies))[0]
+        part = block.conj().T @ residual
+        missed = _missed_norm(residual, block, part)
+        basis = default_np.concatenate([basis, block], axis=1)
+        projected = default_np.concatenate([projected, part], axis=0)
+        # |projected|_F >= s_max: more missed than the cut may drop means grow first
+        if missed <= epsrel * float(default_np.linalg.norm(projected)):
+            u, s, vh = la.svd(projected)
+            rank = kept_rank(default_np.append(s, missed), epsrel, max_rank)
+            if rank < projected.shape[0]:
+                u = u[:, :rank]
+                left = basis @ u[groups:]
+                if copies > 1:
+                    left = left + default_np.repeat(u[:groups] / math.sqrt(copies), copies, axis=0)
+                return left, s[:rank], vh[:rank, :]
+        residual = residual - block @ part  # the next block sketches what is still missed
+        width = basis.shape[1]
     return truncated_svd(matrix, epsrel, max_rank)
+
+
+def _sketch_pays(width: int, rows: int, cols: int, copies: int) -> bool:
+    """Whether a sketch of ``width`` columns is cheaper than a plain SVD of the
+    (rows, cols) matrix. Without copies the sketch costs several products of the
+    whole matrix at that width, so it must be narrower than half the smaller
+    side; with copies it is sketched from the residual at a small width, and the
+    projection pays while it has fewer rows than the matrix."""
+    if copies > 1:
+        return width + SKETCH_OVERSAMPLING < min(rows, cols)
+    return 2 * width < min(rows, cols)
+
+
+def _missed_norm(residual: Any, block: Any, part: Any) -> float:
+    """|residual - block part|_F for an orthonormal ``block`` and ``part`` = block^H
+    residual: from the norms, |residual|^2 - |part|^2, where that difference is
+    well above its rounding error (it is relative to |residual|^2), else formed."""
+    total = float(default_np.vdot(residual, residual).real)
+    missed_squared = total - float(default_np.vdot(part, part).real)
+    if missed_squared > 1e-10 * total:
+        return math.sqrt(missed_squared)
+    return float(default_np.linalg.norm(residual - block @ part))
+
+
+def _orthogonalise(block: Any, basis: Any, copies: int) -> Any:
+    """``block`` (m, w) minus its parts along ``basis`` (m, w1) and, for
+    ``copies`` > 1, along the group means (classical Gram-Schmidt, once: the
+    block was sketched from a residual already orthogonal to both)."""
+    if basis.shape[1]:
+        block = block - basis @ (basis.conj().T @ block)
+    if copies > 1:
+        rows, width = block.shape
+        grouped = block.reshape(rows // copies, copies, width)
+        block = (grouped - grouped.mean(axis=1, keepdims=True)).reshape(rows, width)
+    return block

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._threads import large_work_threads
 from ..backends.numerical_backend import np
 from .truncation import sketched_truncated_svd, truncated_svd
 
@@ -140,14 +141,18 @@ def sweep_left_to_right(
             site = sites[j]
             dim_p, chi_r = site.shape[1], site.shape[2]
             carry_by_class = carry.reshape(rank, site.shape[0], num_rows).transpose(2, 0, 1)
-            product = np.matmul(carry_by_class, _couple(site, site_lags[j - 1]))  # (c, k, p r)
+            # the product and the QR: about k (p r c) min(k p, r c) multiply-adds each
+            work = rank * dim_p * chi_r * num_rows * min(rank * dim_p, chi_r * num_rows)
+            with large_work_threads(work):
+                product = np.matmul(carry_by_class, _couple(site, site_lags[j - 1]))  # (c, k, p r)
             if last:
                 carry = np.sum(product, axis=0)
             else:
                 carry = product.transpose(1, 2, 0)  # (k, p r, c)
         tensor = carry.reshape(rank, dim_p, -1)
         if not last:
-            q, carry = np.linalg.qr(tensor.reshape(rank * dim_p, -1))
+            with large_work_threads(tensor.size * min(rank * dim_p, tensor.shape[2])):
+                q, carry = np.linalg.qr(tensor.reshape(rank * dim_p, -1))
             window.append(q.reshape(rank, dim_p, -1))
             continue
         if oldest == "trace":
@@ -204,13 +209,17 @@ def zip_up_from_oldest(
             if oldest == "trace":
                 carry = np.sum(weighted, axis=(2, 3)).T.reshape(chi_l * num_rows, 1)
                 continue
+            chi_k = chi_r
         else:
-            by_class = carry.reshape(chi_r, num_rows, -1).transpose(1, 0, 2)  # (c, r, k)
-            product = np.matmul(site.reshape(1, chi_l * dim_p, chi_r), by_class)
-            weighted = product.reshape(num_rows, chi_l, dim_p, -1) * lag[:, None, :, None]
-        chi_k = weighted.shape[3]
-        matrix = weighted.transpose(1, 0, 2, 3).reshape(chi_l * num_rows, dim_p * chi_k)
-        u, s, vh = sketched_truncated_svd(matrix, epsrel, chi_l, max_rank)
+            chi_k = carry.shape[1]
+        # the site's product and cut: about (c l) (p k) l multiply-adds each
+        with large_work_threads(num_rows * chi_l * dim_p * chi_k * chi_l):
+            if carry is not None:
+                by_class = carry.reshape(chi_r, num_rows, -1).transpose(1, 0, 2)  # (c, r, k)
+                product = np.matmul(site.reshape(1, chi_l * dim_p, chi_r), by_class)
+                weighted = product.reshape(num_rows, chi_l, dim_p, -1) * lag[:, None, :, None]
+            matrix = weighted.transpose(1, 0, 2, 3).reshape(chi_l * num_rows, dim_p * chi_k)
+            u, s, vh = sketched_truncated_svd(matrix, epsrel, chi_l, max_rank, copies=num_rows)
         tail.append(vh.reshape(-1, dim_p, chi_k))
         carry = u * s[None, :]
     tail.reverse()
@@ -236,11 +245,12 @@ def truncate_left_to_right(
     current = front.reshape(1, front.shape[0], -1)  # the first cut splits x | (p, k)
     for index in range(len(tail) + 1):
         chi_l, dim_p, chi_r = current.shape
-        u, s, vh = truncated_svd(current.reshape(chi_l * dim_p, chi_r), epsrel, max_rank)
-        if index == 0:
-            right = vh.reshape(-1, *front.shape[1:])
-        else:
-            right = np.tensordot(vh, tail[index - 1], axes=([1], [0]))
+        with large_work_threads(chi_l * dim_p * chi_r * min(chi_l * dim_p, chi_r)):
+            u, s, vh = truncated_svd(current.reshape(chi_l * dim_p, chi_r), epsrel, max_rank)
+            if index == 0:
+                right = vh.reshape(-1, *front.shape[1:])
+            else:
+                right = np.tensordot(vh, tail[index - 1], axes=([1], [0]))
         if oldest == "finalize" and index == len(tail):
             window.append((u * s[None, :]).reshape(chi_l, dim_p, -1))
             return window, right
@@ -301,7 +311,8 @@ def truncate_right_to_left(
     for j in range(len(window) - 1, 0, -1):
         site = window[j]
         chi_l, dim_p, chi_r = site.shape
-        u, s, vh = truncated_svd(site.reshape(chi_l, dim_p * chi_r), epsrel, max_rank)
+        with large_work_threads(chi_l * dim_p * chi_r * min(chi_l, dim_p * chi_r)):
+            u, s, vh = truncated_svd(site.reshape(chi_l, dim_p * chi_r), epsrel, max_rank)
         window[j] = vh.reshape(-1, dim_p, chi_r)
         window[j - 1] = _times(window[j - 1], u * s[None, :])
     return window
