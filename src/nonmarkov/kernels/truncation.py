@@ -81,6 +81,9 @@ def truncated_svd(matrix: Any, epsrel: float, max_rank: int | None = None) -> tu
 #: columns of a range sketch beyond the expected rank (8 measured faster than 16)
 SKETCH_OVERSAMPLING = 8
 SKETCH_SEED = 20261201
+#: smaller side below which a plain SVD is faster than any sketch (measured
+#: crossover 50-70 for copied rows of spin 1/2 and spin 1 windows)
+SKETCH_MIN_SIDE = 64
 
 
 def sketched_truncated_svd(
@@ -150,7 +153,10 @@ def _sketch_pays(width: int, rows: int, cols: int, copies: int) -> bool:
     (rows, cols) matrix. Without copies the sketch costs several products of the
     whole matrix at that width, so it must be narrower than half the smaller
     side; with copies it is sketched from the residual at a small width, and the
-    projection pays while it has fewer rows than the matrix."""
+    projection pays while it has fewer rows than the matrix. Below
+    :data:`SKETCH_MIN_SIDE` the calls of a sketch cost more than the SVD."""
+    if min(rows, cols) < SKETCH_MIN_SIDE:
+        return False
     if copies > 1:
         return width + SKETCH_OVERSAMPLING < min(rows, cols)
     return 2 * width < min(rows, cols)
