@@ -15,7 +15,9 @@ the column is the max over the run of the largest element of
 |rho(t) - rho_ref(t)|. OQuPy runs at every epsrel of ``--epsrels``, nonmarkov
 at every epsrel of ``--nm-epsrels`` (default: the same) with every sweep of
 ``--nm-sweeps``; the matched table gives, for every OQuPy run, the fastest nonmarkov run whose
-error is at most OQuPy's, and the ratio of their total times.
+error is at most OQuPy's, and the ratio of their total times; and the "robust" match, the
+fastest run that is at least as accurate together with every tighter epsrel of its sweep
+(errors are not monotonic in epsrel, so a lucky loose run does not set the ratio).
 
     python benchmarks/bench_large_bonds.py [--problems S1 HB SB L3]
         [--epsrels 1e-5 1e-6] [--nm-epsrels 1e-5 1e-6 1e-7] [--nm-sweeps zip_up exact]
@@ -53,6 +55,23 @@ def _states(record: dict) -> np.ndarray:
 
 def _error(record: dict, reference: dict) -> float:
     return float(np.max(np.abs(_states(record) - _states(reference))))
+
+
+def _robust(ours: list[dict], error: float) -> dict | None:
+    """The loosest nonmarkov run from which every tighter epsrel (of its sweep) is at
+    least as accurate as ``error``: the match that a lucky loose run cannot win."""
+    best = None
+    for sweep in sorted({record["code"] for record in ours}):
+        runs = sorted(
+            (record for record in ours if record["code"] == sweep),
+            key=lambda record: record["parameters"]["epsrel"],
+        )
+        for record in runs:  # tightest first: stop at the first run less accurate
+            if record["error"] > error:
+                break
+            if best is None or _total(record) < _total(best):
+                best = record
+    return best
 
 
 def _total(record: dict) -> float:
@@ -115,7 +134,7 @@ def main() -> None:
             records.append(record)
             wall = record["wall_time_s"]
             print(
-                f"{problem:7s} {code:16s} {epsrel:7.0e} {record['max_bond_dimension']:5d} "
+                f"{problem:7s} {code:16s} {epsrel:7.2g} {record['max_bond_dimension']:5d} "
                 f"{wall['pt_build']:8.2f} {wall['dynamics']:7.2f} {record['error']:9.2e}",
                 flush=True,
             )
@@ -131,10 +150,18 @@ def main() -> None:
             matched.append(
                 f"{problem:7s} OQuPy {epsrel:7.0e} (error {theirs['error']:.2e}, bond "
                 f"{theirs['max_bond_dimension']}, {_total(theirs):.2f} s) vs nonmarkov "
-                f"{best['parameters']['epsrel']:7.0e} {best['code'][10:]} (error "
+                f"{best['parameters']['epsrel']:7.2g} {best['code'][10:]} (error "
                 f"{best['error']:.2e}, bond {best['max_bond_dimension']}, {_total(best):.2f} s): "
                 f"{_total(theirs) / _total(best):.2f}x"
             )
+            robust = _robust(ours, theirs["error"])
+            if robust is not None:
+                matched.append(
+                    f"{'':7s}   robust: nonmarkov {robust['parameters']['epsrel']:7.2g} (all "
+                    f"tighter runs as accurate; error {robust['error']:.2e}, bond "
+                    f"{robust['max_bond_dimension']}, {_total(robust):.2f} s): "
+                    f"{_total(theirs) / _total(robust):.2f}x"
+                )
     if matched:
         print("\nmatched accuracy (OQuPy time / fastest nonmarkov run at least as accurate):")
         print("\n".join(matched))

@@ -111,6 +111,8 @@ def sketched_truncated_svd(
     Returns u (m, k), s (k,), vh (k, n).
     """
     rows, cols = matrix.shape
+    if min(rows, cols) < SKETCH_MIN_SIDE:
+        return truncated_svd(matrix, epsrel, max_rank)
     if copies > 1:
         groups = rows // copies
         root = math.sqrt(copies)
@@ -153,10 +155,7 @@ def _sketch_pays(width: int, rows: int, cols: int, copies: int) -> bool:
     (rows, cols) matrix. Without copies the sketch costs several products of the
     whole matrix at that width, so it must be narrower than half the smaller
     side; with copies it is sketched from the residual at a small width, and the
-    projection pays while it has fewer rows than the matrix. Below
-    :data:`SKETCH_MIN_SIDE` the calls of a sketch cost more than the SVD."""
-    if min(rows, cols) < SKETCH_MIN_SIDE:
-        return False
+    projection pays while it has fewer rows than the matrix."""
     if copies > 1:
         return width + SKETCH_OVERSAMPLING < min(rows, cols)
     return 2 * width < min(rows, cols)
