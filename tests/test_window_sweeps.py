@@ -201,7 +201,8 @@ def test_the_sketch_of_copied_rows_keeps_the_truncation_guarantee(spread_rank, e
     u, s, vh = sketched_truncated_svd(matrix, epsrel, 40, copies=5)
     plain = truncated_svd(matrix, epsrel)[1]
     assert len(plain) <= len(s) <= len(plain) + 2
-    numpy.testing.assert_allclose(s[: len(plain)], plain[: len(s)], rtol=0, atol=1e-9 * plain[0])
+    # Weyl: what the sketch leaves out (norm <= epsrel s_max) moves no value by more
+    numpy.testing.assert_allclose(s[: len(plain)], plain[: len(s)], rtol=0, atol=epsrel * plain[0])
     discarded = numpy.linalg.norm(matrix - (u * s[None, :]) @ vh)
     assert discarded <= epsrel * numpy.linalg.norm(matrix, 2) * (1.0 + 1e-6)
     numpy.testing.assert_allclose(u.conj().T @ u, numpy.eye(len(s)), atol=1e-12)

@@ -105,9 +105,10 @@ def sketched_truncated_svd(
     ``copies`` > 1 says that the rows come in consecutive groups of that many
     nearly equal copies (rows ``(g, copies)``, copies fastest): the group means
     span most of the range exactly and for free, and only the residual (the
-    rows minus their group mean) is sketched, starting at
-    :data:`SKETCH_OVERSAMPLING` columns. Otherwise the sketch starts at
-    ``expected_rank`` + :data:`SKETCH_OVERSAMPLING` columns. Host (NumPy) only.
+    rows minus their group mean) is sketched, starting at ``expected_rank`` - g
+    + :data:`SKETCH_OVERSAMPLING` columns (at least the oversampling).
+    Otherwise the sketch starts at ``expected_rank`` +
+    :data:`SKETCH_OVERSAMPLING` columns. Host (NumPy) only.
     Returns u (m, k), s (k,), vh (k, n).
     """
     rows, cols = matrix.shape
@@ -120,7 +121,7 @@ def sketched_truncated_svd(
         residual = (matrix.reshape(groups, copies, cols) - means[:, None, :] / root).reshape(
             rows, cols
         )
-        width = SKETCH_OVERSAMPLING + groups // 4
+        width = SKETCH_OVERSAMPLING + max(0, int(expected_rank) - groups)
     else:
         groups, means, residual = 0, matrix[:0], matrix
         width = int(expected_rank) + SKETCH_OVERSAMPLING

@@ -187,9 +187,11 @@ def zip_up_from_oldest(
     sites, ``T[(l, c), (p, k)]``, is split by a truncated SVD: ``vh`` becomes
     the site (right-orthonormal), ``u s`` the carry ``((l, c), k')`` to site
     j - 1. The cut keeps about l of the num_rows * l rows' values (l, the
-    site's left bond, is what the last step kept there), so the SVD is
-    sketched (:func:`~nonmarkov.kernels.truncation.sketched_truncated_svd`,
-    same guarantee). A traced oldest site becomes the first carry ``((l, c), 1)``.
+    site's left bond, is what the last step kept there), mostly along the means
+    of the num_rows copies of each row, so the SVD is sketched from those means
+    (:func:`~nonmarkov.kernels.truncation.sketched_truncated_svd`, same
+    guarantee), expecting as many values beyond l as the previous cut kept. A
+    traced oldest site becomes the first carry ``((l, c), 1)``.
     Arguments as for :func:`sweep_left_to_right` (``oldest='finalize'`` is
     done by :func:`truncate_left_to_right`).
 
@@ -201,6 +203,7 @@ def zip_up_from_oldest(
     coupled = theta * first_rows[:, :, None]  # (x, p, r)
     carry = None
     tail: list[Any] = []
+    growth = 0  # what the last cut kept beyond its old bond: the next one's expected rise
     for j in range(len(sites) - 1, 0, -1):
         site, lag = sites[j], site_lags[j - 1]
         chi_l, dim_p, chi_r = site.shape
@@ -219,7 +222,10 @@ def zip_up_from_oldest(
                 product = np.matmul(site.reshape(1, chi_l * dim_p, chi_r), by_class)
                 weighted = product.reshape(num_rows, chi_l, dim_p, -1) * lag[:, None, :, None]
             matrix = weighted.transpose(1, 0, 2, 3).reshape(chi_l * num_rows, dim_p * chi_k)
-            u, s, vh = sketched_truncated_svd(matrix, epsrel, chi_l, max_rank, copies=num_rows)
+            u, s, vh = sketched_truncated_svd(
+                matrix, epsrel, chi_l + growth, max_rank, copies=num_rows
+            )
+        growth = max(0, s.shape[0] - chi_l)
         tail.append(vh.reshape(-1, dim_p, chi_k))
         carry = u * s[None, :]
     tail.reverse()
