@@ -2,7 +2,8 @@
 
 The results do not depend on them beyond rounding, except ``window_sweep``
 (the two truncation sweeps of a window step agree within the truncation
-tolerance, not to rounding); the others choose how the JAX engine pads,
+tolerance, not to rounding) and ``truncation_weights`` (the norm PT-TEMPO
+truncates in; docs/truncation_weights.md); the others choose how the JAX engine pads,
 factorises, schedules and compiles. Pass one to an algorithm
 (``options=EngineOptions(...)``) or set the library default once:
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
+import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,6 +61,16 @@ class EngineOptions:
         many host steps run while the kernel compiles, how long a chunk is,
         whether a bucket shrinks) by a fixed rule, so that a run repeats bit for
         bit (:mod:`nonmarkov.engines.jax.scheduling`).
+    truncation_weights : the norm PT-TEMPO's window is truncated in
+        (docs/truncation_weights.md): None (the flat norm, the default), a
+        number w > 0 (the population classes, s+ = s-, weighted by w, the
+        coherence classes by 1), or one positive number per class of the
+        process tensor (m values, in the order of its ``classes``). A point is
+        weighted when it enters the window and unweighted when it is split off,
+        so the process tensor is the same up to the truncation. Sequential
+        PT-TEMPO only (:class:`~nonmarkov.PtTempo`, ``pt_tempo_compute``'s
+        ``method='sequential'``; the other constructions refuse it, TEMPO and
+        the other window algorithms ignore it).
     """
 
     window_sweep: str = "auto"
@@ -68,8 +81,12 @@ class EngineOptions:
     initial_bond: int = 10
     chunk: int = 16
     deterministic: bool = False
+    truncation_weights: float | tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "truncation_weights", check_truncation_weights(self.truncation_weights)
+        )
         object.__setattr__(
             self, "svd", config.check_choice(self.svd, config.VALID_JAX_SVD, "svd option")
         )
@@ -101,6 +118,41 @@ class EngineOptions:
                 f"{[field.name for field in dataclasses.fields(self)]}"
             )
         return dataclasses.replace(self, **changes)
+
+
+def check_truncation_weights(value: Any) -> float | tuple[float, ...] | None:
+    """The ``truncation_weights`` option checked: None, a finite number > 0, or a
+    non-empty sequence of them (returned as a tuple of floats)."""
+    allowed = (
+        "None (flat), a finite number > 0 (the weight of the population classes) or a "
+        "sequence of finite numbers > 0 (one per class)"
+    )
+
+    def positive(item: Any) -> float | None:
+        if isinstance(item, bool) or not isinstance(item, numbers.Real):
+            return None
+        item = float(item)
+        return item if math.isfinite(item) and item > 0.0 else None
+
+    if value is None:
+        return None
+    if isinstance(value, str | bytes):
+        raise ValueError(f"the truncation_weights option must be {allowed}; got {value!r}")
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = positive(value)
+        if number is None:
+            raise ValueError(f"the truncation_weights option must be {allowed}; got {value!r}")
+        return number
+    try:
+        items = list(value)
+    except TypeError:
+        raise ValueError(
+            f"the truncation_weights option must be {allowed}; got {value!r}"
+        ) from None
+    weights = [positive(item) for item in items]
+    if not weights or any(weight is None for weight in weights):
+        raise ValueError(f"the truncation_weights option must be {allowed}; got {value!r}")
+    return tuple(float(weight) for weight in weights)  # type: ignore[arg-type]
 
 
 _default = EngineOptions()

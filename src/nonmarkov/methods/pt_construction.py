@@ -10,7 +10,7 @@ import os
 
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
-from ..options import EngineOptions
+from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor
 from ..process_tensors.file import FileProcessTensor
 from . import checks
@@ -59,7 +59,8 @@ def pt_tempo_compute(
     stationary bath with a memory cut
     (:func:`~nonmarkov.pt_repeated_block_compute`: 2K window steps instead of N).
     ``options``: the engine options of the window steps (sequential and
-    repeated block; divide and conquer runs on the host).
+    repeated block; divide and conquer runs on the host); ``truncation_weights``
+    (docs/truncation_weights.md) only with ``method='sequential'``.
     ``resume``: continue an interrupted streamed sequential build from its
     checkpoint (:class:`PtTempo`; docs/process_tensor_files.md).
     """
@@ -75,6 +76,12 @@ def pt_tempo_compute(
     if method != "sequential":
         if resume is not False:
             raise ValueError("resume applies to the sequential construction only")
+        if resolve(options).truncation_weights is not None:
+            raise ValueError(
+                "the truncation_weights option applies to the sequential construction "
+                f"only; got method={method!r} (use method='sequential', or "
+                "truncation_weights=None)"
+            )
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work

@@ -19,6 +19,15 @@ they are finalised, and the whole process tensor is never held in memory.
 The window is advanced by a window engine (:mod:`nonmarkov.engines`) in
 ``'finalize'`` mode; the finalised sites and their log-scales go to the same
 sink on every backend, so files and norm shares do not depend on it.
+
+Weighted truncation (the ``truncation_weights`` engine option,
+docs/truncation_weights.md): the couplings act elementwise on a site's class
+index, so a point's class c can carry a weight w_c > 0 from the moment it
+enters the window (its own factor and lag-1 coupling times w_c, in the
+window's ``front`` and ``first``) until it leaves (the split-off site, or a
+site left at the end, divided by w_c). Every truncation in between is then
+made in the weighted norm, on any engine, and the weighting itself is undone
+exactly.
 """
 
 from __future__ import annotations
@@ -124,6 +133,7 @@ class PtTempo:
                 "(checkpoint_interval not None)"
             )
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
+        self._weights = class_weights(self._influence, self._options.truncation_weights)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
         self._engine: Any = None
@@ -181,10 +191,13 @@ class PtTempo:
     def _fingerprint(self) -> str:
         """What a checkpoint must have been made by: the bath, parameters, interval and
         the window sweep, as JSON."""
-        return json.dumps(
-            {"metadata": self.metadata, "window_sweep": self._options.window_sweep},
-            sort_keys=True,
-        )
+        made_by: dict[str, Any] = {
+            "metadata": self.metadata,
+            "window_sweep": self._options.window_sweep,
+        }
+        if self._weights is not None:
+            made_by["truncation_weights"] = self._weights.tolist()
+        return json.dumps(made_by, sort_keys=True)
 
     def _build(self, progress_type: str) -> BaseProcessTensor:
         """Run PT-TEMPO into the target; the finished process tensor."""
@@ -326,9 +339,15 @@ class PtTempo:
             if self._num_steps == 1:
                 sink.finish([front.reshape(1, -1, 1)], log_scale)
                 return
+            weights = self._weights
             engine = window_engine(
                 pt_window_spec(
-                    influence, front, log_scale, self._parameters.epsrel, self._parameters.dkmax
+                    influence,
+                    front,
+                    log_scale,
+                    self._parameters.epsrel,
+                    self._parameters.dkmax,
+                    weights,
                 ),
                 self._options,
             )
@@ -344,7 +363,7 @@ class PtTempo:
                 finalised, ranks = engine.advance_finalize(count)
                 for k, (done, log_before) in enumerate(finalised):
                     if done is not None:
-                        sink.add(done, log_before, step + k)
+                        sink.add(unweighted(done, weights), log_before, step + k)
                 step += count
                 self._max_bond_dimension = max([self._max_bond_dimension] + ranks)
                 check.window_fits(
@@ -363,7 +382,7 @@ class PtTempo:
                         self._save_checkpoint(engine, sink, step)
                         last_checkpoint = time.monotonic()
             window, log_scale = engine.host_window()
-        sink.finish(list(reversed(window)), log_scale)
+        sink.finish([unweighted(site, weights) for site in reversed(window)], log_scale)
 
     def get_process_tensor(self, progress_type: str | None = None) -> BaseProcessTensor:
         """The process tensor (computed first if needed).
@@ -467,21 +486,63 @@ def first_point(influence: DiscretisedInfluence) -> tuple[default_np.ndarray, fl
     return own / norm, math.log(norm)
 
 
+def class_weights(
+    influence: DiscretisedInfluence, option: float | tuple[float, ...] | None
+) -> default_np.ndarray | None:
+    """The weight (m,) of each class for the ``truncation_weights`` engine option
+    (see :class:`~nonmarkov.options.EngineOptions`), or None for the flat norm.
+
+    A number w weights the population classes (s+ = s-) by w and the coherences
+    by 1; a sequence gives one weight per class and must have m values.
+    """
+    if option is None:
+        return None
+    m = influence.num_classes
+    if isinstance(option, tuple):
+        if len(option) != m:
+            raise ValueError(
+                f"the truncation_weights option has {len(option)} values; this bath's "
+                f"process tensor has {m} classes (one weight per class, or one number "
+                "for the population classes)"
+            )
+        return default_np.asarray(option, dtype=float)
+    populations = default_np.abs(influence.s_plus - influence.s_minus) <= 1e-12
+    return default_np.where(populations, float(option), 1.0)
+
+
+def unweighted(site: Any, weights: default_np.ndarray | None) -> Any:
+    """A window site M[l, c, r] (host array) with the class weights divided out."""
+    if weights is None:
+        return site
+    return default_np.asarray(site) / weights[None, :, None]
+
+
 def pt_window_spec(
-    influence: DiscretisedInfluence, front: Any, log_scale: float, epsrel: float, memory: int | None
+    influence: DiscretisedInfluence,
+    front: Any,
+    log_scale: float,
+    epsrel: float,
+    memory: int | None,
+    weights: default_np.ndarray | None = None,
 ) -> WindowSpec:
     """PT-TEMPO's memory window holding the first point ``front`` (m,) (normalised,
     its log-scale ``log_scale``): a point's index is its class (projector and
     read-out map the identity), and the oldest point is split off (with the
-    lumped coupling of an extra correlation time, if any)."""
+    lumped coupling of an extra correlation time, if any). With ``weights``
+    (m,) every point enters the window weighted by its class's weight (the
+    caller divides it out of every site that leaves, :func:`unweighted`)."""
     m = influence.num_classes
     own = default_np.asarray(influence.own_factor())
     carrier = default_np.asarray(influence.carrier_rows)
+    first = influence.lag_matrix_rows(1)[carrier] * own[:, None]
+    if weights is not None:
+        front = default_np.asarray(front) * weights
+        first = first * weights[:, None]
     return WindowSpec(
         front=front,
         log_scale=log_scale,
         projector=default_np.eye(m),
-        first=influence.lag_matrix_rows(1)[carrier] * own[:, None],
+        first=first,
         carrier=carrier,
         lag_rows=influence.lag_matrix_rows,
         out_map=default_np.eye(m),
