@@ -125,7 +125,7 @@ def test_weights_of_the_wrong_length_are_refused_before_the_build():
 def test_other_constructions_refuse_weights(method):
     _, bath, _ = driven_spin_boson()
     parameters = nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3)
-    with pytest.raises(ValueError, match="sequential construction only"):
+    with pytest.raises(ValueError, match="sequential PT-TEMPO only"):
         nm.pt_tempo_compute(
             bath,
             0.0,
@@ -134,3 +134,13 @@ def test_other_constructions_refuse_weights(method):
             method=method,
             options=EngineOptions(truncation_weights=0.5),
         )
+
+
+def test_the_repeated_block_and_uniform_constructions_refuse_weights_when_called_directly():
+    _, bath, _ = driven_spin_boson()
+    parameters = nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3)
+    weighted = EngineOptions(truncation_weights=0.5)
+    with pytest.raises(ValueError, match="not to the repeated-block construction"):
+        nm.pt_repeated_block_compute(bath, 0.0, 1.0, parameters, options=weighted)
+    with pytest.raises(ValueError, match="not to the uniform construction"):
+        nm.pt_uniform_compute(bath, parameters, options=weighted)

@@ -98,6 +98,19 @@ def backend_config(value: Any, function: str) -> None:
         )
 
 
+def flat_truncation(options: Any, construction: str) -> None:
+    """Refuse ``truncation_weights`` for a construction that truncates in the flat
+    norm only (the weighting is done by sequential PT-TEMPO's window)."""
+    from ..options import resolve
+
+    if resolve(options).truncation_weights is not None:
+        raise ValueError(
+            f"the truncation_weights option applies to sequential PT-TEMPO only, not to "
+            f"the {construction} construction; use method='sequential' (PtTempo) or "
+            "truncation_weights=None"
+        )
+
+
 def correlation_time(parameters: TempoParameters, construction: str | None = None) -> None:
     """Raise where ``parameters.add_correlation_time`` cannot be honoured: a memory
     cut of one step (the lumped coupling needs the oldest point to be a window

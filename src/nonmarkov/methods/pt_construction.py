@@ -10,7 +10,7 @@ import os
 
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
-from ..options import EngineOptions, resolve
+from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..process_tensors.file import FileProcessTensor
 from . import checks
@@ -76,12 +76,7 @@ def pt_tempo_compute(
     if method != "sequential":
         if resume is not False:
             raise ValueError("resume applies to the sequential construction only")
-        if resolve(options).truncation_weights is not None:
-            raise ValueError(
-                "the truncation_weights option applies to the sequential construction "
-                f"only; got method={method!r} (use method='sequential', or "
-                "truncation_weights=None)"
-            )
+        checks.flat_truncation(options, method.replace("_", "-"))
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work

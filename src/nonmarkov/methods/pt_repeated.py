@@ -57,6 +57,7 @@ def pt_repeated_block_compute(
     """
     parameters, memory = checks.memory_parameters(parameters)
     checks.correlation_time(parameters, "repeated-block")
+    checks.flat_truncation(options, "repeated-block")
     start_time, end_time, num_steps = checks.pt_interval(bath, start_time, end_time, parameters.dt)
     progress_type = check_progress_type(progress_type)
     label = "Unnamed repeated-block PT" if name is None else str(name)

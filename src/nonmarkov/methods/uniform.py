@@ -217,6 +217,7 @@ class UniformPtBuilder:
         options: EngineOptions | None = None,
     ):
         self._options = resolve(options)
+        checks.flat_truncation(self._options, "uniform")
         if not isinstance(bath, Bath):
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
         self._parameters, self._memory = checks.memory_parameters(parameters)
