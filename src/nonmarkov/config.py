@@ -12,11 +12,11 @@ The environment is read once, at import, and validated:
   cache. It is created when the JAX backend is first used; an existing path
   that is not a directory is an error.
 - ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_SITEWISE``, ``NONMARKOV_JAX_SITE_LEVELS``,
-  ``NONMARKOV_JAX_HOST_START``: the library defaults of the JAX engine's
-  options (:class:`nonmarkov.options.EngineOptions`: ``svd``, ``sitewise``,
-  ``site_levels``, ``host_start``), read here once; the options themselves are
-  passed to the algorithms (``options=``) or set once with
-  :func:`nonmarkov.options.set_default_options`.
+  ``NONMARKOV_JAX_HOST_START``, ``NONMARKOV_JAX_DEVICE``: the library defaults of
+  the JAX engine's options (:class:`nonmarkov.options.EngineOptions`: ``svd``,
+  ``sitewise``, ``site_levels``, ``host_start``, ``device``), read here once;
+  the options themselves are passed to the algorithms (``options=``) or set
+  once with :func:`nonmarkov.options.set_default_options`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ VALID_JAX_SVD = ("default", "qr", "divide_and_conquer")
 VALID_JAX_SITEWISE = ("auto", "on", "off")
 VALID_JAX_SITE_LEVELS = ("auto", "on", "off")
 VALID_JAX_HOST_START = ("on", "off")
+#: where the JAX engines run a computation: chosen by its size (``auto``), always on
+#: the host CPU, or always on the accelerator (:mod:`nonmarkov.engines.jax.placement`)
+VALID_JAX_DEVICES = ("auto", "host", "accelerator")
 
 # Defaults of the numerical parameters, shared by all algorithms.
 DEFAULT_SUBDIV_LIMIT = 256
@@ -71,6 +74,7 @@ JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
 JAX_SITEWISE = _from_environment("NONMARKOV_JAX_SITEWISE", "auto", VALID_JAX_SITEWISE)
 JAX_SITE_LEVELS = _from_environment("NONMARKOV_JAX_SITE_LEVELS", "auto", VALID_JAX_SITE_LEVELS)
 JAX_HOST_START = _from_environment("NONMARKOV_JAX_HOST_START", "on", VALID_JAX_HOST_START)
+JAX_DEVICE = _from_environment("NONMARKOV_JAX_DEVICE", "auto", VALID_JAX_DEVICES)
 
 
 def check_cache_dir(path: object, what: str = "cache directory") -> str:

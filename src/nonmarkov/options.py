@@ -10,10 +10,11 @@ factorises, schedules and compiles. Pass one to an algorithm
     nonmarkov.set_default_options(host_start=False)
     with nonmarkov.options.use_options(sitewise="off"): ...
 
-The defaults of ``svd``, ``sitewise``, ``site_levels`` and ``host_start`` come
-from the environment variables ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_SITEWISE``,
-``NONMARKOV_JAX_SITE_LEVELS`` and ``NONMARKOV_JAX_HOST_START``, read once at
-import (:mod:`nonmarkov.config`).
+The defaults of ``svd``, ``sitewise``, ``site_levels``, ``host_start`` and
+``device`` come from the environment variables ``NONMARKOV_JAX_SVD``,
+``NONMARKOV_JAX_SITEWISE``, ``NONMARKOV_JAX_SITE_LEVELS``,
+``NONMARKOV_JAX_HOST_START`` and ``NONMARKOV_JAX_DEVICE``, read once at import
+(:mod:`nonmarkov.config`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ class EngineOptions:
     initial_bond : the first bond bucket of a compiled window (a smaller bond
         is padded up to it).
     chunk : the most compiled steps between two fetches of their results.
+    device : where the JAX engines run: ``'auto'`` (by the size of the problem:
+        small windows and chains on the host CPU, large ones on the accelerator
+        when there is one; :mod:`nonmarkov.engines.jax.placement`), ``'host'``
+        (always the host CPU) or ``'accelerator'`` (always the GPU/TPU; an error
+        where there is none).
     deterministic : replace every choice that depends on measured time (how
         many host steps run while the kernel compiles, how long a chunk is,
         whether a bucket shrinks) by a fixed rule, so that a run repeats bit for
@@ -80,6 +86,7 @@ class EngineOptions:
     host_start: bool = config.JAX_HOST_START == "on"
     initial_bond: int = 10
     chunk: int = 16
+    device: str = config.JAX_DEVICE
     deterministic: bool = False
     truncation_weights: float | tuple[float, ...] | None = None
 
@@ -94,6 +101,11 @@ class EngineOptions:
             self,
             "window_sweep",
             config.check_choice(self.window_sweep, WINDOW_SWEEPS, "window_sweep option"),
+        )
+        object.__setattr__(
+            self,
+            "device",
+            config.check_choice(self.device, config.VALID_JAX_DEVICES, "device option"),
         )
         for name in ("sitewise", "site_levels"):
             object.__setattr__(

@@ -22,7 +22,8 @@ import numpy as default_np
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ..batched import BatchedChainRun, HostBatchedChainEngine, folded
 from ..host import HostChainEngine, in_memory
-from .chain import SCAN_BYTES, stack_padded, table_bytes
+from . import placement
+from .chain import SCAN_BYTES, _platform, stack_padded, table_bytes
 from .compiler import compile_kernel
 
 
@@ -84,7 +85,7 @@ def _compiled_batch(record_all: bool, per_member: bool, backend: str) -> Any:
         in_axes=(0, axis, axis, None, None),
         out_axes=1,
     )
-    return compile_kernel(mapped)
+    return compile_kernel(mapped, platform=backend)
 
 
 def propagator_table(
@@ -149,7 +150,12 @@ class JaxBatchedChainEngine(HostBatchedChainEngine):
             )
             for pt, (tensors, caps) in zip(pts, steps)
         )
-        readouts = run_batch(run.initial, firsts, seconds, rows, per_member, baths, run.record_all)
+        members, d2 = default_np.shape(run.initial)
+        work = placement.chain_work(members, [bath[3].shape[1] for bath in baths], d2)
+        device = placement.place(self._options.device, work).device
+        readouts = run_batch(
+            run.initial, firsts, seconds, rows, per_member, baths, run.record_all, device
+        )
         run.on_step(run.num_steps)
         return readouts
 
@@ -162,8 +168,10 @@ def run_batch(
     per_member: bool,
     baths: Sequence[tuple[Any, ...]],
     record_all: bool,
+    device: Any = None,
 ) -> default_np.ndarray:
-    """Contract all steps of all members on the device; one transfer in, one out.
+    """Contract all steps of all members on ``device`` (None: JAX's default); one
+    transfer in, one out.
 
     ``initial`` (B, d^2); ``firsts``/``seconds`` (U, [B,] d^2, d^2) and ``rows``
     (N,) as from :func:`propagator_table`; ``baths`` per process tensor
@@ -179,8 +187,15 @@ def run_batch(
     bonds = tuple(bath[3].shape[1] for bath in baths)
     padded = default_np.zeros((members,) + bonds + (d2,), dtype)
     padded[(slice(None),) + (0,) * len(bonds)] = initial
-    device = jax.device_put(
-        (padded, default_np.asarray(firsts, dtype), default_np.asarray(seconds, dtype), rows, baths)
+    placed = jax.device_put(
+        (
+            padded,
+            default_np.asarray(firsts, dtype),
+            default_np.asarray(seconds, dtype),
+            rows,
+            baths,
+        ),
+        device,
     )
-    compiled = _compiled_batch(bool(record_all), bool(per_member), jax.default_backend())
-    return default_np.asarray(jax.device_get(compiled(*device)))
+    compiled = _compiled_batch(bool(record_all), bool(per_member), _platform(device))
+    return default_np.asarray(jax.device_get(compiled(*placed)))

@@ -202,7 +202,9 @@ def _adjoint_backward(
 
 @functools.cache
 def _compiled_run(record_all: bool, backend: str) -> Any:
-    return compile_kernel(functools.partial(_run, after=None, record_all=record_all))
+    return compile_kernel(
+        functools.partial(_run, after=None, record_all=record_all), platform=backend
+    )
 
 
 def _initial_state(vector: Any, bonds: tuple[int, ...], dtype: Any) -> default_np.ndarray:
@@ -232,8 +234,9 @@ def run_chain(
     second: Any,
     baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
     record_all: bool,
+    device: Any = None,
 ) -> default_np.ndarray:
-    """Contract all steps on the device; one transfer in, one out.
+    """Contract all steps on ``device`` (None: JAX's default); one transfer in, one out.
 
     ``state`` (d^2,) host array; ``first``/``second`` (N, d^2, d^2) the half-step
     propagators of each step; ``baths`` per process tensor (transform_in,
@@ -245,16 +248,17 @@ def run_chain(
 
     dtype = baths[0][3].dtype if baths else default_np.asarray(first).dtype
     bonds = tuple(bath[3].shape[1] for bath in baths)
-    device = jax.device_put(
+    placed = jax.device_put(
         (
             _initial_state(default_np.asarray(state), bonds, dtype),
             default_np.asarray(first, dtype),
             default_np.asarray(second, dtype),
             _host_baths(baths, dtype),
-        )
+        ),
+        device,
     )
-    readouts = _compiled_run(bool(record_all), jax.default_backend())(
-        device[0], device[1], device[2], baths=device[3]
+    readouts = _compiled_run(bool(record_all), _platform(device))(
+        placed[0], placed[1], placed[2], baths=placed[3]
     )
     return default_np.asarray(jax.device_get(readouts))
 
@@ -297,7 +301,19 @@ def differentiable_chain(
 
 @functools.cache
 def _compiled_adjoint(backend: str) -> tuple[Any, Any]:
-    return compile_kernel(_adjoint_forward), compile_kernel(_adjoint_backward)
+    return (
+        compile_kernel(_adjoint_forward, platform=backend),
+        compile_kernel(_adjoint_backward, platform=backend),
+    )
+
+
+def _platform(device: Any) -> str:
+    """The platform of ``device`` (None: JAX's default backend)."""
+    if device is None:
+        import jax
+
+        return str(jax.default_backend())
+    return str(device.platform)
 
 
 def adjoint_chain(
@@ -309,31 +325,34 @@ def adjoint_chain(
     baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
     target: Callable[[default_np.ndarray], default_np.ndarray],
     record_all: bool,
+    device: Any = None,
 ) -> tuple[default_np.ndarray, default_np.ndarray]:
     """The adjoint method on the device: forward scan, ``target(final read-out)``
     on the host, backward scan.
 
     ``state`` (d^2,) host array; ``first``, ``second``, ``before``, ``after``
     (N, d^2, d^2) host arrays; ``baths`` as for :func:`run_chain`; ``target``
-    maps the final read-out (d^2,) to the target (d^2,). Returns the read-outs
+    maps the final read-out (d^2,) to the target (d^2,); ``device`` as for
+    :func:`run_chain`. Returns the read-outs
     (N, d^2) (or (1, d^2), the last only) and D (N, d^2, d^2, d^2, d^2) on the host.
     """
     import jax
 
     dtype = baths[0][3].dtype
     bonds = tuple(bath[3].shape[1] for bath in baths)
-    forward, backward = _compiled_adjoint(jax.default_backend())
-    device = jax.device_put(
+    forward, backward = _compiled_adjoint(_platform(device))
+    placed = jax.device_put(
         (
             _initial_state(default_np.asarray(state), bonds, dtype),
             *(default_np.asarray(a, dtype) for a in (first, second, before, after)),
             _host_baths(baths, dtype),
-        )
+        ),
+        device,
     )
-    stored, readouts = forward(*device)
+    stored, readouts = forward(*placed)
     readouts = default_np.asarray(jax.device_get(readouts))
-    vector = jax.device_put(default_np.asarray(target(readouts[-1]), dtype))
-    derivatives = backward(stored, *device[1:5], device[5], vector)
+    vector = jax.device_put(default_np.asarray(target(readouts[-1]), dtype), device)
+    derivatives = backward(stored, *placed[1:5], placed[5], vector)
     del stored
     kept = readouts if record_all else readouts[-1:]
     return kept, default_np.asarray(jax.device_get(derivatives))

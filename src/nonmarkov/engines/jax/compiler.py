@@ -22,8 +22,9 @@ def _jax() -> Any:
     return jax
 
 
-def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
-    """XLA options on a CPU: the classic elemental emitters, LLVM at level 1.
+def _compiler_options(optimization_level: int = 1, platform: str | None = None) -> dict[str, Any]:
+    """XLA options on a CPU (``platform``, default JAX's default backend): the classic
+    elemental emitters, LLVM at level 1; none on other platforms.
 
     Level 1 without the fusion emitters compiles the window step about twice as
     fast as the default and runs as fast; level 0 compiles faster still, but its
@@ -37,8 +38,7 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
     system's limit (``vm.max_map_count``) after a few thousand kernels; site by
     site, a long run compiles hundreds.
     """
-    jax = _jax()
-    if jax.default_backend() == "cpu":
+    if (platform or _jax().default_backend()) == "cpu":
         return {
             "xla_backend_optimization_level": optimization_level,
             "xla_cpu_use_fusion_emitters": False,
@@ -48,7 +48,10 @@ def _compiler_options(optimization_level: int = 1) -> dict[str, Any]:
 
 
 def compile_kernel(
-    function: Callable[..., Any], optimization_level: int = 1, nested: bool = False
+    function: Callable[..., Any],
+    optimization_level: int = 1,
+    nested: bool = False,
+    platform: str | None = None,
 ) -> Callable[..., Any]:
     """``jax.jit`` of ``function`` with full-precision matrix products.
 
@@ -60,7 +63,9 @@ def compile_kernel(
     in TF32 (~1e-3 relative error); the kernels are traced with the
     ``highest`` matmul precision so that single precision does not depend on
     the device (no effect in double precision). On a CPU the XLA options of
-    :func:`_compiler_options` apply (``optimization_level``: LLVM's).
+    :func:`_compiler_options` apply (``optimization_level``: LLVM's). ``platform``:
+    that of the device the kernel will run on (:mod:`.placement`; default JAX's
+    default backend); a kernel is compiled for the device of its arguments.
     """
     jax = _jax()
 
@@ -71,7 +76,7 @@ def compile_kernel(
 
     if nested:
         return jax.jit(full_precision)
-    return jax.jit(full_precision, compiler_options=_compiler_options(optimization_level))
+    return jax.jit(full_precision, compiler_options=_compiler_options(optimization_level, platform))
 
 
 _ahead_jobs: queue.SimpleQueue = queue.SimpleQueue()

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as default_np
 
 from ...backends.numerical_backend import np, numpy_in_this_thread
-from ...options import EngineOptions
+from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
 from ..base import ChainRun, WindowSpec
 from ..host import HostChainEngine, HostWindowEngine, in_memory
+from . import placement
 from .chain import (
     SCAN_BYTES,
     adjoint_chain,
@@ -185,8 +186,18 @@ class JaxChainEngine(HostChainEngine):
     step tensors fit :data:`~.chain.SCAN_BYTES` runs as one compiled ``lax.scan``
     (:func:`~.chain.run_chain`: one transfer in, one out; the propagators of every
     step are stacked on the host); anything else runs the host engine's steps on
-    the JAX proxies.
+    the JAX proxies. The scans run on the device :func:`~.placement.place` chooses for
+    their size (``device`` option).
     """
+
+    def __init__(self, options: EngineOptions | None = None):
+        super().__init__(options)
+        self._options = resolve(options)
+
+    def _device(self, baths: Sequence[tuple[Any, ...]], dim_d2: int) -> Any:
+        """The device of a scan over ``baths`` (as from :meth:`_tables`)."""
+        work = placement.chain_work(1, [bath[3].shape[1] for bath in baths], dim_d2)
+        return placement.place(self._options.device, work).device
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
@@ -200,7 +211,12 @@ class JaxChainEngine(HostChainEngine):
             return super().run(run)
         first, second = _stacked_propagators(run)
         readouts = run_chain(
-            default_np.asarray(run.initial).reshape(-1), first, second, baths, run.record_all
+            default_np.asarray(run.initial).reshape(-1),
+            first,
+            second,
+            baths,
+            run.record_all,
+            self._device(baths, first.shape[-1]),
         )
         run.on_step(run.num_steps)
         return readouts
@@ -237,6 +253,7 @@ class JaxChainEngine(HostChainEngine):
             baths,
             target,
             run.record_all,
+            self._device(baths, d2),
         )
         run.on_step(2 * run.num_steps)
         return readouts, derivatives

@@ -35,6 +35,7 @@ import numpy as default_np
 from ...kernels.truncation import rank_rule
 from .compiler import check_ahead, compile_ahead, compile_kernel
 from .padding import _padded_qr, _svd, _used_columns, bond_bucket
+from .placement import device_of, sharding
 
 #: From this bond bucket on, :class:`nonmarkov.engines.jax.window.CompiledWindow` runs its
 #: steps site by site: a step then costs far more than two kernel dispatches per
@@ -143,7 +144,8 @@ def _signature(name: str, static: dict[str, Any], args: Sequence[Any]) -> tuple[
         else (tuple(arg.shape), str(arg.dtype), bool(getattr(arg, "weak_type", False)))
         for arg in args
     )
-    return name, tuple(sorted(static.items())), shapes
+    # a kernel compiled for one device refuses arguments on another
+    return name, tuple(sorted(static.items())), shapes, device_of(args)
 
 
 #: Compiled kernels (futures) by name, static parameters and argument shapes, shared
@@ -164,7 +166,7 @@ def _executable(name: str, static: dict[str, Any], args: Sequence[Any]) -> Any:
             _executables[key] = future
     if owner:
         try:
-            future.set_result(_kernel(name, **static).lower(*args).compile())
+            future.set_result(_kernel(name, _platform(args), **static).lower(*args).compile())
         except BaseException as error:
             with _executables_lock:
                 del _executables[key]
@@ -184,23 +186,44 @@ def prepare_kernel(name: str, static: dict[str, Any], *args: Any) -> Any:
 
     check_ahead()
     _executable(name, static, args)
-    return jax.eval_shape(_kernel(name, **static), *args)
-
-
-def _abstract(tree: Any) -> Any:
-    """Device arrays -> ``jax.ShapeDtypeStruct`` (same pytree)."""
-    import jax
-
+    results = jax.eval_shape(_kernel(name, _platform(args), **static), *args)
+    device = device_of(args)
+    if device is None:
+        return results
+    # on the device of the arguments (eval_shape drops it), as the kernel's results are
     return jax.tree_util.tree_map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type), tree
+        lambda a: jax.ShapeDtypeStruct(
+            a.shape, a.dtype, weak_type=a.weak_type, sharding=sharding(device)
+        ),
+        results,
     )
 
 
+def _abstract(tree: Any) -> Any:
+    """Device arrays -> ``jax.ShapeDtypeStruct`` on the same device (same pytree)."""
+    import jax
+
+    return jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(
+            a.shape, a.dtype, weak_type=a.weak_type, sharding=getattr(a, "sharding", None)
+        ),
+        tree,
+    )
+
+
+def _platform(args: Sequence[Any]) -> str | None:
+    """The platform of the device of ``args`` (None: JAX's default)."""
+    device = device_of(args)
+    return None if device is None else str(device.platform)
+
+
 @functools.cache
-def _kernel(name: str, **static: Any) -> Any:
+def _kernel(name: str, platform: str | None = None, **static: Any) -> Any:
     # LLVM at level 0: the kernels are a factorisation and a few products, whose speed
     # does not depend on it, and they compile ~3x faster (there are many of them)
-    return compile_kernel(functools.partial(_KERNELS[name], **static), optimization_level=0)
+    return compile_kernel(
+        functools.partial(_KERNELS[name], **static), optimization_level=0, platform=platform
+    )
 
 
 def _open_front(
@@ -511,6 +534,8 @@ class SitewiseWindow:
     bond k left of site k, the last one to the right of the oldest site).
     constants : device arrays as for :func:`nonmarkov.engines.jax.window._step`.
     memory, max_rank, oldest, svd_algorithm : as for the whole-step kernel.
+    device : the JAX device the window lives on (:mod:`.placement`; None: JAX's
+    default); ``constants`` and ``log_scale`` must be there too.
     """
 
     def __init__(
@@ -524,10 +549,12 @@ class SitewiseWindow:
         max_rank: int | None,
         oldest: str,
         svd_algorithm: Any = None,
+        device: Any = None,
     ):
         import jax
 
         self._jax = jax
+        self._device = device
         self._constants = constants
         self._memory = memory
         self._max_rank = max_rank
@@ -536,7 +563,7 @@ class SitewiseWindow:
         self.profile = [max(int(rank), 1) for rank in profile]
         plan = plan_buckets(self.profile, len(sites) + 1)
         self._plan = plan
-        self._front = jax.device_put(_fit(front, (front.shape[0], plan[0])))
+        self._front = jax.device_put(_fit(front, (front.shape[0], plan[0])), device)
         shapes = [
             (
                 plan[j],
@@ -545,7 +572,9 @@ class SitewiseWindow:
             )
             for j, site in enumerate(sites)
         ]
-        self._sites = [jax.device_put(_fit(site, shape)) for site, shape in zip(sites, shapes)]
+        self._sites = [
+            jax.device_put(_fit(site, shape), device) for site, shape in zip(sites, shapes)
+        ]
         self._log_scale = log_scale
         #: chunks redone because a kept rank outgrew its planned bucket
         self.redos = 0
@@ -564,6 +593,7 @@ class SitewiseWindow:
         max_rank: int | None,
         oldest: str,
         svd_algorithm: Any = None,
+        device: Any = None,
     ) -> SitewiseWindow:
         """From the whole-step kernel's window: front (x, D) and the n sites in use
         (n, D, m, D) as host arrays, their padding exactly zero; ``right_end`` the
@@ -584,6 +614,15 @@ class SitewiseWindow:
             max_rank,
             oldest,
             svd_algorithm,
+            device,
+        )
+
+    def move_to(self, device: Any) -> None:
+        """Move the window's arrays to ``device`` (one transfer; the constants are the
+        caller's, moved by it)."""
+        self._device = device
+        self._front, self._sites, self._log_scale = self._jax.device_put(
+            (self._front, self._sites, self._log_scale), device
         )
 
     @property

@@ -67,7 +67,7 @@ import numpy as default_np
 from ...kernels.truncation import rank_rule
 from ...options import EngineOptions
 from ..base import LastArguments, WindowSpec
-from . import compiler, sitewise
+from . import compiler, placement, sitewise
 from .padding import (
     _extent,
     _pad_to,
@@ -386,7 +386,8 @@ def _compiled_step(
             oldest=oldest,
             svd_algorithm=_svd_algorithm(svd, backend),
             levels=levels,
-        )
+        ),
+        platform=backend,
     )
 
 
@@ -400,9 +401,16 @@ class CompiledWindow:
         (``'trace'``: run with :meth:`advance`; ``'finalize'``: with
         :meth:`advance_finalize`).
     options : the engine options (first bucket, chunk length, SVD algorithm,
-        site by site, site levels, deterministic scheduling).
+        site by site, site levels, device, deterministic scheduling).
     dtype : complex dtype of the window.
+
+    The window lives on the device that :func:`~.placement.place` chooses for its
+    bucket (``device`` option); a bucket growth that crosses to the accelerator
+    moves every array of the window there once (:attr:`device_moves`).
     """
+
+    #: where the window is (:meth:`_decide`); None until the first decision
+    _placement: placement.Placement | None = None
 
     def __init__(self, spec: WindowSpec, options: EngineOptions, dtype: Any):
         oldest, front, projector, first, carrier = (
@@ -433,6 +441,10 @@ class CompiledWindow:
         initial_bond = options.initial_bond
         self._max_rank = None if spec.max_rank is None else int(spec.max_rank)
         self._min_bond = math.ceil(self._dim_x / self._num_rows)
+        bond = bond_bucket(initial_bond, self._min_bond)
+        self._placement = self._decide(bond)
+        #: moves of the window from the host CPU to the accelerator (at most one a run)
+        self.device_moves = 0
         put = self._put
         self._constants = {
             "projector": put(projector),
@@ -449,14 +461,13 @@ class CompiledWindow:
         self._device_leaving = LastArguments(self._put)
         #: window steps run so far (after the first point)
         self._steps = 0
-        bond = bond_bucket(initial_bond, self._min_bond)
         capacity = max(self._memory - 1, 1) if self._memory else 1
         host_front = default_np.zeros((self._dim_x, bond), dtype=self._dtype)
         host_front[:, 0] = default_np.asarray(front)
         self._front = put(host_front)
         self._sites = put(default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype))
         self._count = 0  # sites besides the front (known on the host without a sync)
-        self._count_device = jax.device_put(default_np.asarray(0, dtype=default_np.int32))
+        self._count_device = put(default_np.asarray(0, dtype=default_np.int32))
         self._log_scale = put(spec.log_scale, self._float)
         self._set_lags(capacity)
         #: device copies of the step's propagators, moved only when they change
@@ -492,6 +503,49 @@ class CompiledWindow:
         return int(self._sites.shape[1])
 
     @property
+    def device(self) -> Any:
+        """The JAX device the window is on (see :mod:`.placement`)."""
+        return self._device_now().device
+
+    def _device_now(self) -> placement.Placement:
+        assert self._placement is not None
+        return self._placement
+
+    def _decide(self, bond: int) -> placement.Placement:
+        """The placement of the window at bucket ``bond`` (:func:`~.placement.place`);
+        once on the accelerator it stays there."""
+        if self._placement is not None and self._placement.where == placement.ACCELERATOR:
+            return self._placement
+        return placement.place(
+            self._options.device, placement.window_work(bond, self._num_rows, self._dim_m)
+        )
+
+    def _follow(self, bond: int, window: bool = True) -> None:
+        """Move to the device of bucket ``bond`` if that is another one: the constants,
+        count and log-scale, and with ``window`` the front and sites (once a run)."""
+        target = self._decide(bond)
+        if target.device == self.device:
+            self._placement = target
+            return
+        jax, device = self._jax, target.device
+        self._placement = target
+        # in place: the site-by-site window holds the same dict
+        self._constants.update(jax.device_put(dict(self._constants), device))
+        self._count_device, self._log_scale = jax.device_put(
+            (self._count_device, self._log_scale), device
+        )
+        if window:
+            self._front, self._sites = jax.device_put((self._front, self._sites), device)
+        self._device_leaving = LastArguments(self._put)
+        self._device_propagators = LastArguments(
+            lambda between, second: (self._put(between), self._put(second))
+        )
+        self._site_lags = []
+        if self._sitewise is not None:
+            self._sitewise.move_to(device)
+        self.device_moves += 1
+
+    @property
     def sitewise(self) -> bool:
         """Whether the steps run site by site (:mod:`nonmarkov.engines.jax.sitewise`)."""
         return self._sitewise is not None
@@ -520,7 +574,7 @@ class CompiledWindow:
         array = default_np.asarray(array)
         if dtype is None:
             dtype = self._dtype if array.dtype.kind in "fc" else array.dtype
-        return self._jax.device_put(array.astype(dtype))
+        return self._jax.device_put(array.astype(dtype), self.device)
 
     def _set_lags(self, capacity: int) -> None:
         """Lag rows (capacity, r, m) for lags 2..capacity+1 on the device."""
@@ -542,6 +596,7 @@ class CompiledWindow:
         # on the host: a growth is rare, and a jitted resize would cost one more
         # compilation per new shape (the arrays are small next to a chunk of steps)
         front, sites = self._jax.device_get((self._front, self._sites))
+        self._follow(bond, window=False)  # the window is put there below
         keep_bond, keep_capacity = min(bond, self.bond), min(capacity, self.capacity)
         new_front = default_np.zeros((front.shape[0], bond), self._dtype)
         new_front[:, :keep_bond] = front[:, :keep_bond]
@@ -559,15 +614,21 @@ class CompiledWindow:
         returns its ``concurrent.futures.Future``. The steps then find it compiled."""
         jax = self._jax
         step = self._step_kernel(bond)
-        matrix = jax.ShapeDtypeStruct((self._dim_x, self._dim_x), self._dtype)
+        # for the device the steps of that bucket will run on
+        on_device = placement.sharding(self._decide(bond).device)
+
+        def like(shape: tuple[int, ...], dtype: Any) -> Any:
+            return jax.ShapeDtypeStruct(shape, dtype, sharding=on_device)
+
+        matrix = like((self._dim_x, self._dim_x), self._dtype)
         args = (
-            jax.ShapeDtypeStruct((self._dim_x, bond), self._dtype),
-            jax.ShapeDtypeStruct((self.capacity, bond, self._dim_m, bond), self._dtype),
-            self._count_device,
-            self._log_scale,
+            like((self._dim_x, bond), self._dtype),
+            like((self.capacity, bond, self._dim_m, bond), self._dtype),
+            like((), self._count_device.dtype),
+            like((), self._log_scale.dtype),
             matrix,
             matrix,
-            self._constants,
+            jax.tree_util.tree_map(lambda a: like(a.shape, a.dtype), self._constants),
         )
 
         def job() -> None:
@@ -582,7 +643,7 @@ class CompiledWindow:
             bond,
             self._num_rows,
             self._dim_m,
-            self._jax.default_backend(),
+            self._decide(bond).platform,
             self._options.site_levels,
         )
 
@@ -591,7 +652,7 @@ class CompiledWindow:
         return _compiled_step(
             self._memory,
             self._max_rank,
-            self._jax.default_backend(),
+            self._decide(bond).platform,
             self._oldest,
             self._options.svd,
             self._levels(bond),
@@ -624,6 +685,7 @@ class CompiledWindow:
             )
         largest = max(site.shape[2] for site in sites)
         size = bond_bucket(max(largest, bond), self._min_bond)
+        self._follow(size, window=False)  # the window is put there below
         front = default_np.zeros((self._dim_x, size), self._dtype)
         front[:, : sites[0].shape[2]] = sites[0][0]
         padded = default_np.zeros((self.capacity, size, self._dim_m, size), self._dtype)
@@ -631,7 +693,7 @@ class CompiledWindow:
             padded[j, : site.shape[0], :, : site.shape[2]] = site
         self._front, self._sites = self._put(front), self._put(padded)
         self._count = count
-        self._count_device = self._jax.device_put(default_np.asarray(count, default_np.int32))
+        self._count_device = self._put(default_np.asarray(count, default_np.int32))
         self._log_scale = self._put(log_scale, self._float)
         self._bond_ranks = [site.shape[2] for site in sites[:-1]]
         self._final_bond = sites[-1].shape[2]
@@ -804,10 +866,11 @@ class CompiledWindow:
         if self._sitewise is not None:
             return self._run_chunk_sitewise(propagators)
         start = (self._front, self._sites, self._count, self._count_device, self._log_scale)
-        step_constants = [
-            self._step_constants(self._steps + i + 1) for i in range(len(propagators))
-        ]
         while True:
+            # (again after a redo: a growth may have moved the window to another device)
+            step_constants = [
+                self._step_constants(self._steps + i + 1) for i in range(len(propagators))
+            ]
             final_count = start[2]
             for _ in propagators:
                 final_count = self._next_count(final_count)
@@ -881,7 +944,7 @@ class CompiledWindow:
     def _sitewise_at(self, bond: int) -> bool:
         """Whether bucket ``bond`` runs site by site (see :meth:`_sitewise_due`)."""
         choice = self._options.sitewise
-        allowed = choice == "on" or (choice == "auto" and self._jax.default_backend() == "cpu")
+        allowed = choice == "on" or (choice == "auto" and self._decide(bond).platform == "cpu")
         return allowed and bond >= sitewise.SITEWISE_BOND
 
     def _switch_to_sitewise(self) -> None:
@@ -901,13 +964,15 @@ class CompiledWindow:
             self._memory,
             self._max_rank,
             self._oldest,
-            _svd_algorithm(self._options.svd, self._jax.default_backend()),
+            _svd_algorithm(self._options.svd, self._device_now().platform),
+            self.device,
         )
         self.fetches += 1
 
     def _run_chunk_sitewise(self, propagators: Sequence[tuple[Any, Any]]) -> tuple[Any, list[int]]:
         """:meth:`_run_chunk` with the site-by-site window."""
         engine = self._sitewise
+        self._follow(engine.largest_bucket, window=False)  # moves the site-by-site window too
         reach = engine.count + len(propagators)
         self._extend_host_lags(reach)
         while len(self._site_lags) < reach:
