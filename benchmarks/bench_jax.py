@@ -449,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                 jax_env = {
                     **base,
                     "NONMARKOV_BACKEND": "jax",
-                    "JAX_PLATFORMS": args.jax_platform,
+                    # the CPU stays enabled next to a GPU: the device policy uses it
+                    "JAX_PLATFORMS": "cuda,cpu" if args.jax_platform == "cuda" else "cpu",
                     "NONMARKOV_JAX_CACHE_DIR": args.jax_cache or cache,
                 }
                 cold = _run(problem, end_time, jax_env, args.trace_chunks, args.jax_options)
