@@ -218,10 +218,7 @@ def test_pt_dynamics_and_batches_on_the_host_equal_numpy():
                 progress_type="silent",
                 options=engine,
             )
-            results.append(
-                [numpy.asarray(dynamics.states)]
-                + [numpy.asarray(batch.states)]
-            )
+            results.append([numpy.asarray(dynamics.states)] + [numpy.asarray(batch.states)])
     for on_jax, on_numpy in zip(results[1], results[0]):
         numpy.testing.assert_allclose(on_jax, on_numpy, rtol=0, atol=1e-10)
 
