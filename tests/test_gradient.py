@@ -114,7 +114,9 @@ def test_adjoint_equals_finite_differences(pts, parameters, baths, target_kind):
     assert scale > 1e-3
     for (r, j), value in expected.items():
         assert abs(gradient[r, j] - value) < 1e-6 * scale, (r, j, gradient[r, j], value)
-    assert numpy.abs(gradient.imag).max() < 1e-10 * scale  # a real objective
+    # a real objective: real up to the process tensors' truncation (epsrel 1e-8; the
+    # sketched cuts keep the conjugation symmetry of the classes to that level, not rounding)
+    assert numpy.abs(gradient.imag).max() < 1e-7 * scale
 
 
 def test_adjoint_with_controls(pts, parameters):
