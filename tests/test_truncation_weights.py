@@ -20,8 +20,10 @@ WEIGHTINGS = [0.25, 3.0, (1.0, 0.4, 2.5, 0.7)]
 
 
 def _build(bath, parameters, end, **option):
-    """The PtTempo builder (computed) and its process tensor."""
-    builder = nm.PtTempo(bath, 0.0, end, parameters, options=EngineOptions(**option))
+    """The PtTempo builder (computed) and its process tensor; deterministic, so that on
+    JAX two builds take the same path (host start and handover at a fixed step)."""
+    options = EngineOptions(deterministic=True, **option)
+    builder = nm.PtTempo(bath, 0.0, end, parameters, options=options)
     return builder, builder.get_process_tensor(progress_type="silent")
 
 
