@@ -175,6 +175,12 @@ def _time_step(bucket: int, device, repeat: int) -> tuple[float, float, object]:
     r = inputs[6]["carrier"].shape[1]
     step = _kernel(memory, bucket, m, r, str(device.platform))
     placed = jax.device_put(tuple(inputs), device)
+    first, best, outputs = _first_and_best(step, placed, repeat)
+    return first, best, jax.device_get(outputs)
+
+
+def _first_and_best(step, placed, repeat: int) -> tuple[float, float, object]:
+    """(first call s, best of ``repeat`` warm calls s, outputs) of ``step(*placed)``."""
     begin = time.perf_counter()
     outputs = _blocked(step(*placed))
     first = time.perf_counter() - begin
@@ -183,7 +189,7 @@ def _time_step(bucket: int, device, repeat: int) -> tuple[float, float, object]:
         begin = time.perf_counter()
         outputs = _blocked(step(*placed))
         best = min(best, time.perf_counter() - begin)
-    return first, best, jax.device_get(outputs)
+    return first, best, outputs
 
 
 def _state(outputs) -> np.ndarray:
@@ -274,14 +280,7 @@ def profile(bucket: int, repeat: int, record: dict) -> bool:
     transfer_in = time.perf_counter() - begin
     window_bytes = inputs[0].nbytes + inputs[1].nbytes
     step = _kernel(memory, bucket, m, r, str(device.platform))
-    begin = time.perf_counter()
-    outputs = _blocked(step(*placed))
-    first = time.perf_counter() - begin
-    step_s = float("inf")
-    for _ in range(repeat):
-        begin = time.perf_counter()
-        outputs = _blocked(step(*placed))
-        step_s = min(step_s, time.perf_counter() - begin)
+    first, step_s, outputs = _first_and_best(step, placed, repeat)
     begin = time.perf_counter()
     jax.device_get(outputs[4])  # what a chunk of one step fetches (finalised site, ranks)
     fetch_step = time.perf_counter() - begin

@@ -508,7 +508,8 @@ class CompiledWindow:
         return self._device_now().device
 
     def _device_now(self) -> placement.Placement:
-        assert self._placement is not None
+        if self._placement is None:  # set by __init__ and by every restore
+            raise RuntimeError("the compiled window has not been placed on a device yet")
         return self._placement
 
     def _decide(self, bond: int) -> placement.Placement:
