@@ -115,6 +115,19 @@ def batch_members(
             "parameters": None if parameter_list is None else len(parameter_list),
         }
     )
+    first = system_list[0] if system_list else systems
+    d = first.dimension if isinstance(first, BaseSystem) else 1
+    # per member at least its state (three copies) and a pair of propagators (d^2, d^2)
+    checks.affordable_run(
+        1,
+        d,
+        0,
+        "a batch",
+        members=batch,
+        unit="members",
+        cause=f"{batch} members",
+        held_bytes=batch * (3 * d**2 + 2 * d**4) * 16,
+    )
     systems_b = system_list or [systems] * batch
     states_b = state_list or [initial_states] * batch
     controls_b = control_list or [control] * batch
@@ -259,7 +272,15 @@ def compute_dynamics_batch(
             member_parameters.append(checked_parameters[original])
     d = systems_b[0].dimension
     recorded = num_steps + 1 if record_all else min(num_steps, 1) + 1
-    checks.affordable_run(num_steps, d, recorded * batch, "compute_dynamics_batch")
+    checks.affordable_run(
+        num_steps,
+        d,
+        recorded * batch,
+        "compute_dynamics_batch",
+        members=batch,
+        unit="member steps",
+        cause=f"num_steps={num_steps}, {batch} members",
+    )
 
     with hot_loop_threads():  # (small matrices: one BLAS thread, also for the expms)
         readouts = _run_chunks(

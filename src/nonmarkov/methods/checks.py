@@ -15,6 +15,7 @@ from typing import Any
 import numpy
 
 from .. import validation
+from ..cost import affordable_run, physical_memory
 from ..model.bath import Bath
 from ..model.parameterized import ParameterizedSystem
 from ..model.parameters import TempoParameters, check_bath_interval
@@ -139,7 +140,9 @@ def pt_interval(
     start_time, end_time = check_bath_interval(bath, start_time, end_time)
     num_steps = int(round((end_time - start_time) / dt))
     window = num_steps if memory is None else min(memory, num_steps)
-    affordable_run(num_steps, bath.dimension, 0, "a process tensor", window)
+    affordable_run(
+        num_steps, bath.dimension, 0, "a process tensor", window, cause=f"end_time={end_time:g}"
+    )
     if num_steps < 1:
         raise ValueError(
             f"end_time - start_time ({end_time - start_time}) is shorter than "
@@ -209,45 +212,6 @@ def finite_states(
             "loose, dt too large, or Lindblad terms / controls that do not preserve the trace)",
             UserWarning,
             stacklevel=3,
-        )
-
-
-#: the most steps one run may take (at ~10 us a step, more would take days)
-MAX_STEPS = 10**9
-
-
-def physical_memory() -> int:
-    """Bytes of physical memory of this machine (a large number where unknown)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, OSError, ValueError):
-        return 2**46
-
-
-def affordable_run(
-    num_steps: int, dimension: int, recorded: int, method: str, memory: int | None = None
-) -> None:
-    """Refuse, before it starts, a run that cannot finish: more than ``MAX_STEPS`` steps,
-    ``recorded`` states (d, d) of complex128 that would not fit in half the physical
-    memory, or a memory window of ``memory`` points whose smallest possible size (bond 1)
-    does not fit either. The message shows the estimate and how to proceed."""
-    budget = physical_memory() // 2
-    if num_steps > MAX_STEPS:
-        raise ValueError(
-            f"{method}: {num_steps:.3g} steps cannot finish (the limit is {MAX_STEPS:.0e}); "
-            "use a larger dt or a shorter interval"
-        )
-    states = recorded * dimension**2 * 16
-    if states > budget:
-        raise ValueError(
-            f"{method}: recording {recorded:.3g} states of dimension {dimension} needs "
-            f"{states / 2**30:.3g} GiB, more than half of this machine's memory "
-            f"({budget / 2**30:.3g} GiB); record fewer states (record_all=False) or fewer steps"
-        )
-    if memory is not None and memory * dimension**2 * 16 > budget:
-        raise ValueError(
-            f"{method}: a memory window of {memory:.3g} points needs at least "
-            f"{memory * dimension**2 * 16 / 2**30:.3g} GiB; use a shorter memory cut (tcut/dkmax)"
         )
 
 

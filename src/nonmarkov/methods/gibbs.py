@@ -96,6 +96,8 @@ class GibbsTempo:
     ):
         check.backend_config(backend_config, "GibbsTempo")
         self._temperature = float(_check_gibbs_model(system, bath, parameters).temperature)
+        n = parameters.n_steps
+        check.affordable_run(n, system.dimension, n + 1, "GibbsTempo", n, cause=f"n_steps={n}")
         self.system = system
         self.bath = bath
         self._parameters = parameters

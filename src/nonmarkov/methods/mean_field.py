@@ -189,6 +189,18 @@ class MeanFieldTempo:
             raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
         current = self._start_time + self._step * dt
         num_steps = max(int(round((end_time - current) / dt)), 0)
+        systems = self._system.system_list
+        total = self._step + num_steps
+        checks.affordable_run(
+            num_steps,
+            max(system.dimension for system in systems),
+            (len(self._dynamics) + num_steps) * len(systems),
+            "MeanFieldTempo",
+            min(self._parameters.dkmax or total, total),
+            members=len(systems),
+            unit="system steps",
+            cause=f"end_time={end_time:g}, dt={dt:g}, {len(systems)} systems",
+        )
         stepper = self._field_stepper
         with hot_loop_threads(), Progress(num_steps, progress_type, "mean-field TEMPO") as progress:
             for _ in range(num_steps):
@@ -292,6 +304,15 @@ def compute_dynamics_with_field(
             )
     everything = [pt for pts in process_tensors for pt in pts]
     dt, num_steps = _resolve_grid(everything, dt, num_steps)
+    checks.affordable_run(
+        num_steps,
+        max(member.dimension for member in systems),
+        (num_steps + 1 if record_all else 2) * n,
+        "compute_dynamics_with_field",
+        members=n,
+        unit="system steps",
+        cause=f"num_steps={num_steps}, {n} systems",
+    )
     stepper = _FieldStepper(system, dt, start_time)
     propagators = [
         member.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)

@@ -222,6 +222,15 @@ class UniformPtBuilder:
             raise TypeError(f"bath must be a Bath; got {type(bath).__name__}")
         self._parameters, self._memory = checks.memory_parameters(parameters)
         checks.correlation_time(self._parameters)
+        checks.affordable_run(
+            2 * self._memory,
+            bath.dimension,
+            0,
+            "pt_uniform_compute",
+            self._memory,
+            cause=f"dkmax={self._memory}: 2 dkmax window steps",
+            remedy="use a shorter memory cut (a smaller dkmax or tcut)",
+        )
         self.bath = bath
         self.unique = check.boolean(unique, "unique")
         self.name = "Unnamed UniformProcessTensor" if name is None else str(name)

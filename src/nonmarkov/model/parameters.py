@@ -10,6 +10,7 @@ import numpy as default_np
 
 from .. import config
 from .. import validation as check
+from ..cost import affordable_run
 from .bath import Bath
 from .system import BaseSystem, TimeDependentSystem
 
@@ -164,6 +165,16 @@ class GibbsParameters:
         description: str | None = None,
     ):
         self._n_steps = check.positive_integer(n_steps, "n_steps", minimum=2)
+        # every imaginary-time point couples to every earlier one: n_steps^2 / 2 updates
+        affordable_run(
+            self._n_steps,
+            0,
+            0,
+            "GibbsParameters",
+            self._n_steps,
+            cause=f"n_steps={n_steps}",
+            remedy="use fewer imaginary-time steps (n_steps)",
+        )
         self._epsrel = _check_epsrel(epsrel)
         self.name = "Unnamed GibbsParameters" if name is None else str(name)
         self.description = "" if description is None else str(description)

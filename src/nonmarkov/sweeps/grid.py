@@ -20,8 +20,27 @@ from typing import Any
 
 import numpy as default_np
 
+from ..cost import affordable_run
+
 #: What a parameter value may be (after conversion of NumPy scalars).
 VALUE_KINDS = "bool, int, finite float or str"
+#: bytes a sweep holds per point at the least (the point, its key and its record)
+POINT_BYTES = 1024
+
+
+def affordable_grid(points: int, where: str) -> None:
+    """Refuse a grid of ``points`` points that cannot be held or run, by the library's
+    one cost rule (:func:`nonmarkov.cost.affordable_run`), before it is expanded."""
+    affordable_run(
+        points,
+        0,
+        0,
+        "sweep",
+        unit="grid points",
+        cause=where,
+        held_bytes=points * POINT_BYTES,
+        remedy="use a coarser grid or split the sweep",
+    )
 
 
 def parameter_value(value: Any, where: str) -> bool | int | float | str:
@@ -76,10 +95,16 @@ def expand_grid(parameter_grid: Any) -> tuple[list[str], list[dict[str, Any]]]:
             columns.append(
                 [parameter_value(v, f"parameter_grid[{name!r}][{i}]") for i, v in enumerate(values)]
             )
+        sizes = [len(column) for column in columns]
+        affordable_grid(
+            math.prod(sizes),
+            "parameter_grid of " + " x ".join(f"{n} {name}" for n, name in zip(sizes, names)),
+        )
         points = [dict(zip(names, combination)) for combination in itertools.product(*columns)]
     elif isinstance(parameter_grid, Sequence) and not isinstance(parameter_grid, str | bytes):
         if len(parameter_grid) == 0:
             raise ValueError("parameter_grid is empty: give a list of points {name: value}")
+        affordable_grid(len(parameter_grid), f"parameter_grid of {len(parameter_grid)} points")
         points, names = [], []
         for i, point in enumerate(parameter_grid):
             if not isinstance(point, Mapping) or not point:
