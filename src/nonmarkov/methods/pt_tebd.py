@@ -32,6 +32,7 @@ kernels on the host, compiled kernels on JAX.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,7 +102,13 @@ class PtTebdParameters:
 
     @epsrel.setter
     def epsrel(self, value: float) -> None:
-        self._epsrel = check.positive_number(value, "epsrel")
+        epsrel = check.positive_number(value, "epsrel")
+        if epsrel > 1.0:
+            raise ValueError(
+                f"epsrel must lie in (0, 1] (the discarded norm relative to the largest "
+                f"singular value), as in TempoParameters; got {epsrel}"
+            )
+        self._epsrel = epsrel
 
     @property
     def order(self) -> int:
@@ -265,6 +272,50 @@ class AugmentedMPS:
         return sites
 
 
+#: how far an initial chain state may be from Hermitian, unit trace and positive
+STATE_TOLERANCE = 1e-8
+
+
+def _check_initial_state(mps: AugmentedMPS) -> None:
+    """Raise unless ``mps`` is a physical chain state: every site of product form
+    (bonds and augmented leg 1) a density matrix (Hermitian, positive semi-definite),
+    and the chain of trace 1 (where the augmented legs are 1 and the trace is defined
+    without the process tensors)."""
+    gammas = mps.gammas
+    for k, gamma in enumerate(gammas):
+        if gamma.shape[0] == gamma.shape[2] == gamma.shape[3] == 1:
+            d = math.isqrt(gamma.shape[1])
+            rho = gamma.reshape(d, d)
+            if k < len(gammas) - 1:
+                rho = rho * mps.lambdas[k][0]
+            deviation = float(default_np.max(default_np.abs(rho - rho.conj().T)))
+            if deviation > STATE_TOLERANCE * max(1.0, float(default_np.max(default_np.abs(rho)))):
+                raise ValueError(
+                    f"initial_augmented_mps: site {k} is not Hermitian (max |rho - rho^dagger| "
+                    f"= {deviation:.3g}); a chain state is a density matrix"
+                )
+            smallest = float(default_np.linalg.eigvalsh(0.5 * (rho + rho.conj().T))[0])
+            scale = max(1e-300, abs(complex(default_np.trace(rho))))
+            if smallest < -STATE_TOLERANCE * scale:
+                raise ValueError(
+                    f"initial_augmented_mps: site {k} has a negative eigenvalue "
+                    f"({smallest:.3g}); a chain state is positive semi-definite"
+                )
+    if any(gamma.shape[3] != 1 for gamma in gammas):
+        return
+    vector = default_np.ones((1,), dtype=complex)
+    for tensor in mps.site_tensors():  # (l, p, a, r)
+        d = math.isqrt(tensor.shape[1])
+        identity = default_np.identity(d, dtype=complex).reshape(-1)
+        vector = default_np.einsum("l,lpr,p->r", vector, tensor[:, :, 0, :], identity)
+    trace = complex(vector[0])
+    if abs(trace - 1.0) > STATE_TOLERANCE**0.5:
+        raise ValueError(
+            f"initial_augmented_mps has trace {trace:.6g}; the initial chain state must have "
+            "trace 1 (normalise it)"
+        )
+
+
 def _dynamics_sites(value: Any, length: int) -> list[int | tuple[int, ...]]:
     if value is None:
         return []
@@ -371,6 +422,7 @@ class PtTebd:
                     f"-dimensional site), the chain's site has dimension {d}"
                 )
         self._start_step = check.positive_integer(start_step, "start_step", minimum=0)
+        _check_initial_state(initial_augmented_mps)
         self._start_time = check.real_number(start_time, "start_time")
         self._pts = self._check_process_tensors(process_tensors, dims, parameters.dt)
         for k, (a, pt) in enumerate(zip(initial_augmented_mps.augmented_dimensions, self._pts)):
@@ -624,6 +676,34 @@ class PtTebd:
         if end_step > self.max_step:
             raise ValueError(
                 f"end_step {end_step} is beyond the process tensors' {self.max_step} steps"
+            )
+        now = self._start_step if self._step is None else self._step
+        count = max(0, end_step - now)
+        records = len(self._results.get("time", [])) + count + 1
+        state_bytes = sum(
+            int(default_np.prod([self._dims[k] for k in _groups(entry)])) ** 2 * 16
+            for entry in self._dynamics_sites
+        )
+        checks.affordable_run(
+            count,
+            max(self._dims),
+            0,
+            "PtTebd.compute",
+            members=len(self._dims),
+            unit="site steps",
+            cause=f"end_step={end_step} from step {now}, {len(self._dims)} sites",
+            held_bytes=records * state_bytes,
+        )
+        missed = sorted(
+            step for step in self._chain_control.steps if step < self._start_step or step > end_step
+        )
+        if missed:
+            warnings.warn(
+                f"chain_control {self._chain_control.name!r}: the controls at steps "
+                f"{missed[:10]}{' ...' if len(missed) > 10 else ''} lie outside this run "
+                f"(steps {self._start_step}..{end_step}) and are not applied",
+                UserWarning,
+                stacklevel=2,
             )
         count = max(0, end_step - self._started())
         with hot_loop_threads(), Progress(count, progress_type, "PT-TEBD") as progress:

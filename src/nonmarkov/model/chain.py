@@ -23,6 +23,7 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from ..cost import affordable_run
 from .operators import (
     acommutator,
     commutator,
@@ -104,6 +105,19 @@ class SystemChain(_Sites):
     ):
         super().__init__(hilbert_space_dimensions, name, description)
         dims = self._hs_dims
+        squares = dims.astype(float) ** 2
+        held = float(default_np.sum(squares**2) + default_np.sum((squares[:-1] * squares[1:]) ** 2))
+        affordable_run(
+            1,
+            int(default_np.max(dims)),
+            0,
+            "SystemChain",
+            members=len(dims),
+            unit="sites",
+            cause=f"{len(dims)} sites",
+            held_bytes=int(min(held * 16, 2**62)),
+            remedy="use a shorter chain or smaller sites",
+        )
         self._site_liouvillians = [default_np.zeros((d**2, d**2), dtype=complex) for d in dims]
         self._nn_liouvillians = [
             default_np.zeros((dl**2 * dr**2, dl**2 * dr**2), dtype=complex)
@@ -150,6 +164,7 @@ class SystemChain(_Sites):
         """Add -i[H, rho_k] to site ``site`` (H: (d_k, d_k))."""
         site = self._site(site)
         matrix = self._operator(hamiltonian, "hamiltonian", site)
+        matrix = check.hermitian_matrix(matrix, "hamiltonian")
         self._site_liouvillians[site] = self._site_liouvillians[site] - 1j * commutator(matrix)
 
     def add_site_liouvillian(self, site: int, liouvillian: Any) -> None:
@@ -163,7 +178,7 @@ class SystemChain(_Sites):
         """Add gamma (A rho A^dag - 1/2 {A^dag A, rho}) to site ``site`` (A: (d_k, d_k))."""
         site = self._site(site)
         a = self._operator(lindblad_operator, "lindblad_operator", site)
-        gamma = check.real_number(gamma, "gamma")
+        gamma = check.non_negative_number(gamma, "gamma")
         term = left_right_super(a, a.conj().T) - 0.5 * acommutator(a.conj().T @ a)
         self._site_liouvillians[site] = self._site_liouvillians[site] + gamma * term
 
@@ -174,6 +189,9 @@ class SystemChain(_Sites):
         site = self._pair(site)
         left = self._operator(hamiltonian_l, "hamiltonian_l", site)
         right = self._operator(hamiltonian_r, "hamiltonian_r", site + 1)
+        check.hermitian_matrix(
+            default_np.kron(left, right), "the pair term hamiltonian_l kron hamiltonian_r"
+        )
         self._nn_liouvillians[site] = self._nn_liouvillians[site] - 1j * cross_commutator(
             left, right
         )
@@ -208,7 +226,7 @@ class SystemChain(_Sites):
         site = self._pair(site)
         a_l = self._operator(lindblad_operator_l, "lindblad_operator_l", site)
         a_r = self._operator(lindblad_operator_r, "lindblad_operator_r", site + 1)
-        gamma = check.real_number(gamma, "gamma")
+        gamma = check.non_negative_number(gamma, "gamma")
         jump = cross_left_right_super(a_l, a_l.conj().T, a_r, a_r.conj().T)
         anti = cross_acommutator(a_l.conj().T @ a_l, a_r.conj().T @ a_r)
         self._nn_liouvillians[site] = self._nn_liouvillians[site] + gamma * (jump - 0.5 * anti)
