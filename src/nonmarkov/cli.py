@@ -106,6 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`nonmarkov inspect FILE | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as error:  # a path that is a directory, not writable, ...
+        where = f" {error.filename!r}" if error.filename else ""
+        print(f"nonmarkov {args.command}: error:{where} {error.strerror or error}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        print(
+            f"nonmarkov {args.command}: error: out of memory; the run is too large for this "
+            "machine (fewer steps, a smaller system or a looser epsrel)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 def _set_backend(name: str | None) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from ..cost import affordable_run
 from ..methods.pt_construction import PT_METHODS as CONSTRUCTIONS
 from ..model import operators
 from ..model.correlations import CUTOFF_TYPES
@@ -148,7 +149,14 @@ def load_spec(filename: str | os.PathLike) -> Spec:
             text = handle.read()
     except OSError as error:
         raise SpecError(f"cannot read the spec file {path!r}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise SpecError(
+            f"cannot read the spec file {path!r}: it is not UTF-8 text (byte {error.start}); "
+            "a spec is a TOML file in UTF-8"
+        ) from error
     default_name = os.path.splitext(os.path.basename(path))[0] or "run"
+    if not _is_file_name(default_name):
+        default_name = "run"
     return parse_spec(text, source=path, default_name=default_name)
 
 
@@ -165,8 +173,22 @@ def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> 
         for key in ("system", "times"):
             if key not in tree:
                 raise SpecError(f"[{key}] is missing; a spec needs [system], [bath] and [times]")
-        name = _text(tree.get("name", default_name), "name")
+        name = _file_name(tree.get("name", default_name), "name")
         sweep = _sweep(tree.get("sweep", {}))
+        points = math.prod(len(values) for values in sweep.values())
+        try:  # the library's one cost rule, before the points are expanded
+            affordable_run(
+                points,
+                0,
+                0,
+                "the sweep",
+                unit="sweep points",
+                cause=" x ".join(f"{len(v)} {k}" for k, v in sweep.items()),
+                held_bytes=points * SPEC_POINT_BYTES,
+                remedy="sweep fewer values",
+            )
+        except ValueError as error:
+            raise SpecError(f"[sweep]: {error}") from error
         base = {key: value for key, value in tree.items() if key != "sweep"}
         if isinstance(base.get("method"), str):  # the short forms as tables, for the sweep
             base["method"] = {"name": base["method"]}
@@ -322,6 +344,22 @@ def _run(tree: dict, name: str) -> RunSpec:
                 f"parameters.dt ({parameters['dt']}) is longer than the run "
                 f"(times.end - times.start = {end - start}); choose a smaller dt"
             )
+        memory = parameters.get("dkmax")
+        if "tcut" in parameters:
+            memory = int(round(parameters["tcut"] / parameters["dt"]))
+        steps = int(round(steps))
+        try:
+            affordable_run(
+                steps,
+                dimension,
+                steps + 1,
+                "the run",
+                None if memory is None else min(memory, steps),
+                cause=f"times.end - times.start = {end - start:g}, parameters.dt = "
+                f"{parameters['dt']:g}",
+            )
+        except ValueError as error:
+            raise SpecError(str(error)) from error
 
     if "initial_state" not in system:
         raise SpecError(
@@ -497,6 +535,10 @@ def _dimension(system: dict, baths: list[dict], output: dict) -> int:
         d = system["dimension"]
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise SpecError(f"system.dimension must be an integer >= 1; got {_short(d)}")
+        try:  # its operators and Liouvillians must fit, by the library's one cost rule
+            affordable_run(0, d, 0, "system.dimension", cause=f"system.dimension = {d}")
+        except ValueError as error:
+            raise SpecError(str(error)) from error
         return d
     candidates = [system.get("hamiltonian"), system.get("initial_state")]
     candidates += [term.get("operator") for term in _as_list(system.get("lindblad"))]
@@ -708,6 +750,36 @@ def _boolean(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise SpecError(f"{where} must be true or false; got {_short(value)}")
     return value
+
+
+#: bytes a checked sweep point holds at the least (its tree, its arrays, its model)
+SPEC_POINT_BYTES = 16 * 1024
+#: the longest run name (it names the output files)
+MAX_NAME_LENGTH = 200
+
+
+def _is_file_name(name: str) -> bool:
+    """Whether ``name`` is a plain file name: no separators, not ``.``/``..``, no NUL,
+    printable, at most :data:`MAX_NAME_LENGTH` characters."""
+    return (
+        0 < len(name) <= MAX_NAME_LENGTH
+        and name not in (".", "..")
+        and not any(sep in name for sep in ("/", "\\", "\0", os.sep, os.altsep or "/"))
+        and name.isprintable()
+        and not name.startswith("-")
+    )
+
+
+def _file_name(value: Any, where: str) -> str:
+    """``name``: text that is a plain file name (it names the output files in -o)."""
+    name = _text(value, where)
+    if not _is_file_name(name):
+        raise SpecError(
+            f"{where} must be a plain file name (1 to {MAX_NAME_LENGTH} printable characters, "
+            f"no '/' or '\\', not '.' or '..', not starting with '-'): it names the output "
+            f"files inside the output directory; got {_short(name)}"
+        )
+    return name
 
 
 def _text(value: Any, where: str) -> str:

@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import os
 import platform
+import re
 import time
 import warnings
 from typing import Any
@@ -111,8 +112,10 @@ def build_model(run: RunSpec) -> tuple[System, list[Bath], EngineOptions]:
 
 def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[PreparedRun]:
     """Build the model of every run of ``spec`` and name its files in ``output_dir``;
-    nothing runs. Raises :class:`SpecError` (a bad value) or ``FileExistsError`` (a
-    file that would be replaced, unless ``overwrite``)."""
+    nothing runs. Raises :class:`SpecError` (a bad value, an output directory that is
+    a file, an output path that would leave it or is a directory) or
+    ``FileExistsError`` (a file that would be replaced, unless ``overwrite``)."""
+    _output_directory(output_dir)
     count = len(spec.runs)
     width = len(str(count - 1))
     prepared = []
@@ -140,6 +143,19 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
     ]
     if any(p.spec.plot for p in prepared):
         targets.append(plot_file(spec, output_dir))
+    inside = os.path.realpath(output_dir)
+    for target in targets:
+        resolved = os.path.realpath(target)
+        if os.path.commonpath([inside, resolved]) != inside or resolved == inside:
+            raise SpecError(
+                f"{spec.source}: the output {target!r} would be written outside the output "
+                f"directory {output_dir!r}; the spec's name must be a plain file name"
+            )
+        if os.path.isdir(target) or (os.path.exists(target) and not os.path.isfile(target)):
+            raise SpecError(
+                f"{spec.source}: the output {target!r} exists and is not a file (a directory?); "
+                "--overwrite replaces files only: remove it or choose another output directory"
+            )
     existing = [target for target in targets if os.path.exists(target)]
     if existing and not overwrite:
         raise FileExistsError(
@@ -148,6 +164,36 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
             + "; pass --overwrite (overwrite=True) or choose another output directory"
         )
     return prepared
+
+
+def _output_directory(output_dir: Any) -> None:
+    """Refuse an output directory that is not a directory (a file, a FIFO...)."""
+    if not isinstance(output_dir, (str, os.PathLike)) or not os.fspath(output_dir):
+        raise SpecError(f"the output directory must be a path; got {output_dir!r}")
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise SpecError(
+            f"the output directory {os.fspath(output_dir)!r} exists and is not a directory; "
+            "choose a directory (-o) for the results"
+        )
+
+
+def stale_outputs(spec: Spec, output_dir: str, targets: list[str]) -> list[str]:
+    """Files in ``output_dir`` that an earlier run of a spec of the same name wrote
+    (``<name>.h5``, ``<name>_<k>.h5``, their ``_pt*.h5``, ``<name>.png``) and that this
+    spec will not write again: removed by ``overwrite`` so that no old result looks
+    current."""
+    if not os.path.isdir(output_dir):
+        return []
+    name = re.escape(spec.name)
+    pattern = re.compile(rf"{name}(_\d+)?(_pt\d*)?\.h5|{name}\.png")
+    keep = {os.path.realpath(target) for target in targets}
+    stale = []
+    for entry in sorted(os.listdir(output_dir)):
+        path = os.path.join(output_dir, entry)
+        if pattern.fullmatch(entry) and os.path.isfile(path):
+            if os.path.realpath(path) not in keep:
+                stale.append(path)
+    return stale
 
 
 def _pt_file(stem: str, bath: int, count: int) -> str:
@@ -298,12 +344,15 @@ def run_spec(
 ) -> list[RunResult]:
     """Run every run of ``spec``, write each one's dynamics to ``output_dir`` and plot
     them all; returns what each run produced. All checks (:func:`prepare_spec`) come
-    before the first run."""
+    before the first run, and every run before the first file is written: a run that
+    fails leaves the output directory as it was. With ``overwrite``, the outputs of an
+    earlier spec of the same name that this one does not write again are removed
+    (:func:`stale_outputs`)."""
     progress_type = check_progress_type(progress_type)
     prepared_runs = prepare_spec(spec, output_dir, overwrite)
-    os.makedirs(output_dir, exist_ok=True)
     cache: dict[str, Any] = {}
     results = []
+    pending: list[tuple[Any, str]] = []  # (dynamics or process tensor, file), written last
     for k, prepared in enumerate(prepared_runs):
         run = prepared.spec
         if len(prepared_runs) > 1:
@@ -349,10 +398,9 @@ def run_spec(
                 filename = prepared.process_tensor_files.get(j) or _pt_file(
                     stem, j, len(done.process_tensors)
                 )
-                pt.export(filename, overwrite=overwrite)
-                logger.info("wrote the process tensor to %s", filename)
+                pending.append((pt, filename))
                 written.append(filename)
-        dynamics.export(prepared.results_file, overwrite=overwrite)
+        pending.append((dynamics, prepared.results_file))
         results.append(
             RunResult(
                 run,
@@ -362,6 +410,15 @@ def run_spec(
                 bool(done.reused) and all(done.reused),
             )
         )
+    targets = [filename for _, filename in pending] + [plot_file(spec, output_dir)]
+    os.makedirs(output_dir, exist_ok=True)
+    if overwrite:
+        for filename in stale_outputs(spec, output_dir, targets):
+            os.remove(filename)
+            logger.info("removed %s (an output of the spec this one replaces)", filename)
+    for item, filename in pending:
+        item.export(filename, overwrite=overwrite)
+        logger.info("wrote %s", filename)
     if any(result.spec.plot for result in results):
         plot_results(
             [result.dynamics for result in results],
