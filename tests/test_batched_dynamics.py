@@ -173,7 +173,11 @@ def test_bad_input_is_refused_before_any_step(two_process_tensors):
         (TypeError, "control\\[1\\] must be a Control", dict(control=[None, "flip", None])),
         (TypeError, "systems\\[2\\] must be a System", dict(systems=systems[:2] + [SX])),
         (TypeError, "systems must be one or a list", dict(systems="spin")),
-        (ValueError, "batch member 1: initial_state", dict(initial_states=[states[0], SX, SZ])),
+        (
+            ValueError,
+            "batch member 1: initial_state",
+            dict(initial_states=[states[0], np.eye(3) / 3, SZ]),
+        ),
         (ValueError, "batch_size|batch_bytes must be", dict(batch_bytes=0)),
         (TypeError, "record_all must be True or False", dict(record_all=1)),
     ]

@@ -236,13 +236,13 @@ def test_compute_dynamics_rejects_process_tensor_that_does_not_fit(bath_pt):
     "state",
     [
         np.eye(3) / 3.0,
-        np.diag([0.7, 0.7]),
-        np.array([[0.5, 0.5], [0.1, 0.5]]),
-        np.diag([1.5, -0.5]),
+        np.ones((2, 3)) / 2.0,
+        np.array([[0.5, np.nan], [0.0, 0.5]]),
     ],
-    ids=["wrong-shape", "trace", "non-hermitian", "not-positive"],
+    ids=["wrong-shape", "not-square", "nan"],
 )
 def test_compute_dynamics_rejects_bad_initial_state(state):
+    # any finite (d, d) operator is accepted (the map is linear: tests/test_oqupy_api.py)
     system, _, _ = driven_spin_boson()
     with pytest.raises(ValueError, match="initial_state"):
         nm.compute_dynamics(system, state, dt=0.1, num_steps=2, progress_type="silent")

@@ -488,7 +488,7 @@ def test_baths_on_different_qubits_factorise(two_baths):
         ({"operator_a": np.eye(3)}, ValueError, "operator_a"),
         ({"operator_b": np.ones((2, 3))}, ValueError, "operator_b"),
         ({"initial_state": None}, ValueError, "initial_state"),
-        ({"initial_state": np.eye(2)}, ValueError, "initial_state"),
+        ({"initial_state": np.eye(3)}, ValueError, "initial_state"),
         ({"progress_type": "loud"}, ValueError, "progress_type"),
         ({"num_steps": None}, ValueError, "num_steps"),
         ({"dt": None}, ValueError, "dt"),

@@ -219,6 +219,17 @@ def density_matrix(
     return matrix
 
 
+def initial_operator(value: Any, name: str, dimension: int | None = None) -> default_np.ndarray:
+    """A (d, d) operator to propagate where the map is linear: any finite square
+    matrix of the system's dimension, of any trace (a density matrix, the identity,
+    a traceless observable); a ``qutip.Qobj`` ket |psi> is taken as |psi><psi|.
+
+    The dynamics of a*rho1 + b*rho2 is a*dyn(rho1) + b*dyn(rho2), so nothing
+    here asks for positivity, Hermiticity or trace 1.
+    """
+    return square_matrix(value, name, dimension, kind="state")
+
+
 def liouville_classes(classes: Any, d2: int) -> default_np.ndarray:
     """The class of each Liouville index, (d2,) non-negative integers; None: the
     identity ``arange(d2)`` (every index its own class)."""

@@ -467,13 +467,19 @@ def _check_states(
     states: Any, steps: Any, start_time: float, dt: float, controls: list[Control | None]
 ) -> None:
     """Each member's states through :func:`checks.finite_states` where the whole
-    batch's quick test finds something (non-finite entries, a drifting trace)."""
+    batch's quick test finds something (non-finite entries, a trace that drifts from
+    the member's initial trace; states[:, 0] is the initial operator)."""
     if states.shape[1] < 2:
         return
     later = states[:, 1:]
     finite = default_np.all(default_np.isfinite(later.reshape(len(states), -1)), axis=1)
-    drift = default_np.abs(default_np.trace(later, axis1=2, axis2=3) - 1.0)
-    suspicious = ~finite | default_np.any(drift > checks.TRACE_WARNING_TOLERANCE, axis=1)
+    initial = default_np.trace(states[:, 0], axis1=1, axis2=2)
+    norms = default_np.linalg.svd(states[:, 0], compute_uv=False).sum(axis=1)
+    scale = default_np.where(norms > 0, norms, 1.0)
+    drift = default_np.abs(default_np.trace(later, axis1=2, axis2=3) - initial[:, None])
+    suspicious = ~finite | default_np.any(
+        drift > checks.TRACE_WARNING_TOLERANCE * scale[:, None], axis=1
+    )
     first = list(steps)[1]
     for m in default_np.flatnonzero(suspicious):
         checks.finite_states(
@@ -483,6 +489,7 @@ def _check_states(
             dt,
             f"compute_dynamics_batch (member {m})",
             controls[m] is None,
+            initial=states[m, 0],
         )
 
 

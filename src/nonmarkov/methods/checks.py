@@ -182,12 +182,20 @@ TRACE_WARNING_TOLERANCE = 0.1
 
 
 def finite_states(
-    states: Any, first_step: int, start_time: float, dt: float, method: str, trace: bool = True
+    states: Any,
+    first_step: int,
+    start_time: float,
+    dt: float,
+    method: str,
+    trace: bool = True,
+    initial: Any = None,
 ) -> None:
     """Raise if a computed state (n, d, d) is not finite, naming its step and time and
-    the likely causes; if ``trace``, warn when a trace drifts from 1 by more than
-    ``TRACE_WARNING_TOLERANCE`` (a trace-preserving run keeps it to epsrel; controls
-    need not preserve it)."""
+    the likely causes; if ``trace``, warn when a trace drifts from the initial trace by
+    more than ``TRACE_WARNING_TOLERANCE`` times the initial operator's trace norm (a
+    trace-preserving run keeps it to epsrel; controls need not preserve it).
+    ``initial``: the (d, d) operator the run started from (None: a density matrix,
+    trace 1)."""
     array = numpy.asarray(states)
     if array.size == 0:
         return
@@ -203,16 +211,30 @@ def finite_states(
     if not trace:
         return
     traces = numpy.trace(array, axis1=1, axis2=2)
-    drift = numpy.abs(traces - 1.0)
-    if numpy.any(drift > TRACE_WARNING_TOLERANCE):
-        k = first_step + int(numpy.argmax(drift > TRACE_WARNING_TOLERANCE))
+    reference, scale = initial_trace(initial)
+    drift = numpy.abs(traces - reference)
+    if numpy.any(drift > TRACE_WARNING_TOLERANCE * scale):
+        k = first_step + int(numpy.argmax(drift > TRACE_WARNING_TOLERANCE * scale))
         warnings.warn(
             f"{method}: the trace of the state at step {k} (t = {start_time + k * dt:g}) is "
-            f"{complex(traces[k - first_step]):.6g}; the result is suspicious (epsrel too "
+            f"{complex(traces[k - first_step]):.6g}, the initial trace "
+            f"{complex(reference):.6g}; the result is suspicious (epsrel too "
             "loose, dt too large, or Lindblad terms / controls that do not preserve the trace)",
             UserWarning,
             stacklevel=3,
         )
+
+
+def initial_trace(initial: Any) -> tuple[complex, float]:
+    """(trace, trace norm) of the (d, d) operator a run started from; (1, 1) for None
+    (a density matrix). The trace norm (sum of singular values) bounds |trace| and is
+    1 for a density matrix, so it scales the drift tolerance of any operator, a
+    traceless one included (a zero operator: 1)."""
+    if initial is None:
+        return 1.0, 1.0
+    matrix = numpy.asarray(initial)
+    norm = float(numpy.sum(numpy.linalg.svd(matrix, compute_uv=False)))
+    return complex(numpy.trace(matrix)), norm if norm > 0 else 1.0
 
 
 def window_fits(bond: int, classes: int, points: int, step: int, dt: float, method: str) -> None:

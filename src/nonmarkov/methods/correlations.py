@@ -413,7 +413,8 @@ def compute_correlations(
     time_order : ``'ordered'`` (only t_a <= t_b: Tr[B L(t_b, t_a) A rho(t_a)]),
         ``'anti'`` (only t_a >= t_b: Tr[A L(t_a, t_b) rho(t_b) B]) or
         ``'full'`` (every pair, each by the rule that fits it).
-    initial_state : (d, d) density matrix at ``start_time``.
+    initial_state : (d, d) density matrix at ``start_time``, or any (d, d)
+        operator (the correlations are linear in it).
     start_time : time of step 0.
     dt : time step; taken from the process tensor(s) if None.
     progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.

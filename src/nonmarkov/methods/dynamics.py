@@ -138,12 +138,17 @@ def check_dynamics_inputs(
 
     Returns (process tensors without trivial ones, rho0 (d, d), start_time,
     dt, num_steps, progress_type); raises TypeError/ValueError naming the
-    argument otherwise.
+    argument otherwise. ``initial_state`` is any finite (d, d) operator: the
+    propagation is linear in it (a density matrix, the identity, a traceless
+    observable).
     """
     checks.system_without_field(system, parameterized)
     if initial_state is None:
-        raise ValueError("initial_state must be given: a (d, d) density matrix")
-    rho0 = check.density_matrix(initial_state, "initial_state", system.dimension)
+        raise ValueError(
+            "initial_state must be given: a (d, d) operator (a density matrix, or any "
+            "operator: the map is linear)"
+        )
+    rho0 = check.initial_operator(initial_state, "initial_state", system.dimension)
     start_time = check.real_number(start_time, "start_time")
     progress_type = check_progress_type(progress_type)
     if control is not None and not isinstance(control, Control):
@@ -192,7 +197,9 @@ def compute_dynamics(
     Parameters
     ----------
     system : System or TimeDependentSystem (dimension d).
-    initial_state : (d, d) density matrix at ``start_time``.
+    initial_state : (d, d) density matrix at ``start_time``, or any (d, d)
+        operator (the map is linear: the identity gives the sum of the dynamical
+        map's action on the basis states).
     dt : time step; taken from the process tensor(s) if None.
     num_steps : number of steps; the process tensors' length if None.
     start_time : time of the initial state.
@@ -252,7 +259,13 @@ def compute_dynamics(
     steps = range(1, num_steps + 1) if record_all else [num_steps] * min(num_steps, 1)
     states = default_np.asarray(readouts).reshape(-1, d, d)
     checks.finite_states(
-        states, steps[0] if len(steps) else 0, start_time, dt, "compute_dynamics", control is None
+        states,
+        steps[0] if len(steps) else 0,
+        start_time,
+        dt,
+        "compute_dynamics",
+        control is None,
+        initial=rho0,
     )
     for step, vector in zip(steps, readouts):
         dynamics.add(start_time + step * dt, default_np.asarray(vector).reshape(d, d))

@@ -114,7 +114,9 @@ def compute_gradient_and_dynamics(
     Parameters
     ----------
     system : :class:`ParameterizedSystem` of M parameters, dimension d.
-    initial_state : (d, d) density matrix at ``start_time``.
+    initial_state : (d, d) density matrix at ``start_time``, or any (d, d)
+        operator (the map is linear; the identity turns Z into a linear
+        functional of the dynamical map).
     target_derivative : (d, d) T = dZ/drho(t_N), or a callable rho -> T evaluated
         at the computed final state.
     process_tensors : a process tensor or a list of them (independent baths);
@@ -339,7 +341,9 @@ def _adjoint(
         readouts, tensors = chain_engine(options).adjoint(run, target)
     steps = range(1, num_steps + 1) if record_all else [num_steps]
     states = readouts.reshape(-1, d, d)
-    checks.finite_states(states, steps[0], start_time, dt, "the gradient", control is None)
+    checks.finite_states(
+        states, steps[0], start_time, dt, "the gradient", control is None, initial=rho0
+    )
     for step, rho in zip(steps, states):
         dynamics.add(start_time + step * dt, rho)
     return list(tensors), dynamics, halves, propagator_derivatives

@@ -67,7 +67,7 @@ def _check_states(initial_state_list: Any, mean_field_system: MeanFieldSystem) -
     systems = mean_field_system.system_list
     states = _check_list(initial_state_list, "initial_state_list", len(systems))
     return [
-        validation.density_matrix(state, f"initial_state_list[{i}]", system.dimension)
+        validation.initial_operator(state, f"initial_state_list[{i}]", system.dimension)
         for i, (state, system) in enumerate(zip(states, systems))
     ]
 
@@ -110,7 +110,8 @@ class MeanFieldTempo:
     mean_field_system : the systems and the field equation.
     bath_list : one :class:`~nonmarkov.Bath` per system (its dimension).
     parameters : TempoParameters shared by all systems.
-    initial_state_list : one (d_i, d_i) density matrix per system.
+    initial_state_list : one (d_i, d_i) density matrix per system (any finite
+        (d_i, d_i) operator is accepted; the field equation sees it as given).
     initial_field : complex field at ``start_time``.
     start_time : time of the initial states.
     unique : merge Liouville indices with equal coupling eigenvalue pairs.
@@ -169,6 +170,7 @@ class MeanFieldTempo:
             TempoWindow(bath, self._parameters, unique, engine_options) for bath in baths
         ]
         self._states = states
+        self._initial_states = states
         self._field = field
         self._step = 0
         self._dynamics = MeanFieldDynamics(name=self.name, description=self.description)
@@ -217,7 +219,12 @@ class MeanFieldTempo:
                         states.append(window.advance([halves])[0])
                 for i, state in enumerate(states):
                     checks.finite_states(
-                        [state], step + 1, self._start_time, dt, f"MeanFieldTempo (system {i})"
+                        [state],
+                        step + 1,
+                        self._start_time,
+                        dt,
+                        f"MeanFieldTempo (system {i})",
+                        initial=self._initial_states[i],
                     )
                 self._field = stepper.next(step, field, derivative, states)
                 self._states = states
@@ -256,7 +263,8 @@ def compute_dynamics_with_field(
     process_tensor_list : per system a process tensor, a list of them
         (independent baths) or None (no bath); all on one time grid.
     dt, num_steps : the grid; taken from the process tensors where None.
-    initial_state_list : one (d_i, d_i) density matrix per system.
+    initial_state_list : one (d_i, d_i) density matrix per system (any finite
+        (d_i, d_i) operator is accepted; the field equation sees it as given).
     start_time : time of the initial states.
     control_list : per system a :class:`~nonmarkov.Control` or None
         (as in :func:`~nonmarkov.compute_dynamics`).
@@ -354,6 +362,7 @@ def compute_dynamics_with_field(
                     dt,
                     f"compute_dynamics_with_field (system {i})",
                     controls[i] is None,
+                    initial=states[i],
                 )
             field = stepper.next(step, field, derivative, next_recorded)
             recorded = next_recorded

@@ -122,7 +122,8 @@ class Tempo:
     system : System or TimeDependentSystem (dimension d).
     bath : Bath with a coupling operator of dimension d.
     parameters : TempoParameters (dt, epsrel, memory cut).
-    initial_state : (d, d) density matrix at ``start_time``.
+    initial_state : (d, d) density matrix at ``start_time``, or any (d, d)
+        operator (the map is linear).
     start_time : time of the initial state.
     unique : merge Liouville indices with equal coupling eigenvalue pairs
         (smaller tensors when S is degenerate; same result within epsrel).
@@ -150,7 +151,8 @@ class Tempo:
         self._parameters = check.tempo_parameters(parameters)
         check.correlation_time(self._parameters)
         self._start_time = validation.real_number(start_time, "start_time")
-        initial = validation.density_matrix(initial_state, "initial_state", system.dimension)
+        initial = validation.initial_operator(initial_state, "initial_state", system.dimension)
+        self._initial = initial
         self.system = system
         self.bath = bath
         self.unique = validation.boolean(unique, "unique")
@@ -227,7 +229,9 @@ class Tempo:
                 count = min(self.engine.steps_per_call, num_steps)
                 halves = [self._propagators(self._step + k) for k in range(count)]
                 states = self._window.advance(halves)
-                check.finite_states(states, self._step + 1, self._start_time, dt, "TEMPO")
+                check.finite_states(
+                    states, self._step + 1, self._start_time, dt, "TEMPO", initial=self._initial
+                )
                 for k, state in enumerate(states):
                     self._dynamics.add(self._start_time + (self._step + k + 1) * dt, state)
                 self._step += count
