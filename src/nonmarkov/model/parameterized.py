@@ -143,16 +143,19 @@ class ParameterizedSystem(BaseSystem):
     def liouvillian(self, *parameters: float) -> default_np.ndarray:  # type: ignore[override]
         """L(p), (d^2, d^2), at the M parameters ``parameters``."""
         if len(parameters) != self._number_of_parameters:
-            raise ValueError(
-                f"the system takes {self._number_of_parameters} parameters; got {len(parameters)}"
+            raise TypeError(
+                f"liouvillian takes the system's {self._number_of_parameters} parameters; "
+                f"got {len(parameters)}"
             )
         return self.liouvillians(default_np.asarray([parameters], dtype=float))[0]
 
-    def liouvillians(self, rows: default_np.ndarray) -> default_np.ndarray:
+    def liouvillians(self, rows: default_np.ndarray, rates: bool = True) -> default_np.ndarray:
         """L(p_r) for every row of ``rows`` (R, M), (R, d^2, d^2): the user's functions
         called once per row, the superoperators built for all rows at once; every
-        value checked (finite, H Hermitian, rates real and >= 0), an error names the
-        function and its parameters."""
+        value checked (finite, H Hermitian, rates real and, if ``rates``, >= 0), an
+        error names the function and its parameters. (``rates=False`` for the shifted
+        rows of a finite difference: a rate that vanishes at a parameter, such as
+        gamma(p) = c p at p = 0, is negative a small step away; only its slope is used.)"""
         labels = ["(" + ", ".join(repr(float(p)) for p in row) + ")" for row in rows]
         arguments = [tuple(float(p) for p in row) for row in rows]
         h = self._matrices(self._hamiltonian, "hamiltonian", labels, arguments, True)
@@ -162,10 +165,10 @@ class ParameterizedSystem(BaseSystem):
         for i, (gamma, op) in enumerate(zip(self._gammas, self._lindblad_operators)):
             name = f"gammas[{i}]"
             values = [guards.call(gamma, name + label, *a) for label, a in zip(labels, arguments)]
-            rates = guards.real_array(values, name + "{}", labels, non_negative=True)
+            rate = guards.real_array(values, name + "{}", labels, non_negative=rates)
             a = self._matrices(op, f"lindblad_operators[{i}]", labels, arguments, False)
             ada = default_np.conj(default_np.swapaxes(a, 1, 2)) @ a
-            generator = generator + rates[:, None, None] * (
+            generator = generator + rate[:, None, None] * (
                 _kron(a, a.conj())
                 - 0.5 * (_kron(ada, identity) + _kron(identity, default_np.swapaxes(ada, 1, 2)))
             )
@@ -195,8 +198,12 @@ class ParameterizedSystem(BaseSystem):
     def check_parameters(self, parameters: Any, num_steps: int | None = None) -> default_np.ndarray:
         """``parameters`` as a finite real (2N, M) float array, else a clear error.
 
-        A 1-D array of length 2N is accepted when M = 1; ``num_steps`` (N), if
-        given, must match.
+        Two layouts are accepted: rows of half steps, (2N, M) (one row of M values
+        per half step), and one sequence per parameter, (M, 2N) (e.g. the tuple
+        ``(xv, yv, zv)`` of M = 3 lists over the 2N half steps), which is transposed.
+        The first wins where both fit (a square (M, M) array is read as rows). A 1-D
+        array of length 2N is accepted when M = 1; ``num_steps`` (N), if given, must
+        match.
         """
         try:
             array = default_np.asarray(parameters)
@@ -210,10 +217,13 @@ class ParameterizedSystem(BaseSystem):
         m = self._number_of_parameters
         if array.ndim == 1 and m == 1:
             array = array.reshape(-1, 1)
+        if array.ndim == 2 and array.shape[1] != m and array.shape[0] == m:
+            array = array.T  # one sequence per parameter: (M, 2N)
         if array.ndim != 2 or array.shape[1] != m or array.shape[0] % 2 or not array.shape[0]:
             raise ValueError(
-                f"parameters must have shape (2N, {m}): {m} parameter(s) for each half of "
-                f"each of the N time steps; got shape {default_np.shape(parameters)}"
+                f"parameters must have shape (2N, {m}) ({m} parameter(s) for each half of "
+                f"each of the N time steps) or ({m}, 2N) (one sequence of 2N half-step "
+                f"values per parameter); got shape {default_np.shape(parameters)}"
             )
         if num_steps is not None and array.shape[0] != 2 * num_steps:
             raise ValueError(
@@ -239,7 +249,7 @@ class ParameterizedSystem(BaseSystem):
         moved = default_np.repeat(moved, m, axis=1)  # (R, M, 4, M)
         for j in range(m):
             moved[:, j, :, j] += shifts[None, :] * steps[:, j, None]
-        values = self.liouvillians(moved.reshape(-1, m)).reshape(
+        values = self.liouvillians(moved.reshape(-1, m), rates=False).reshape(
             rows, m, 4, *([self.dimension**2] * 2)
         )
         weights = default_np.array([1.0, -8.0, 8.0, -1.0])
