@@ -131,7 +131,9 @@ def test_oqupy_module_paths_are_attributes_of_the_package():
             "FileProcessTensor",
             "import_process_tensor",
         ],
-        "dynamics": ["Dynamics", "compute_dynamics"],
+        "dynamics": ["BaseDynamics", "Dynamics", "compute_dynamics"],
+        "base_api": ["BaseAPIClass"],
+        "util": ["BaseProgress", "ProgressBar", "ProgressSimple", "ProgressSilent", "get_progress"],
         "system_dynamics": [
             "compute_dynamics",
             "compute_correlations",
@@ -167,6 +169,8 @@ def test_oqupy_module_paths_only_re_export():
         "pt_tempo",
         "process_tensor",
         "dynamics",
+        "base_api",
+        "util",
         "system_dynamics",
         "version",
     ):

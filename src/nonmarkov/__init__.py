@@ -10,6 +10,7 @@ paths scripts import, re-exporting the real code.
 """
 
 from . import backends as backends
+from . import base_api as base_api
 from . import bath as bath
 from . import bath_correlations as bath_correlations
 from . import bath_dynamics as bath_dynamics
@@ -26,6 +27,7 @@ from . import pt_tempo as pt_tempo
 from . import system as system
 from . import system_dynamics as system_dynamics
 from . import tempo as tempo
+from . import util as util
 from . import version as version
 from ._version import __version__ as __version__
 from .io.batched import BatchedDynamics as BatchedDynamics
@@ -121,6 +123,7 @@ __all__ = [
     "UniformProcessTensor",
     "__version__",
     "backends",
+    "base_api",
     "bath",
     "bath_correlations",
     "bath_dynamics",
@@ -164,5 +167,6 @@ __all__ = [
     "system_dynamics",
     "tempo",
     "tempo_compute",
+    "util",
     "version",
 ]

@@ -14,6 +14,7 @@ at level INFO; the library never prints. Show it with, e.g.,
 from __future__ import annotations
 
 import logging
+import operator
 import sys
 from typing import Any
 
@@ -73,3 +74,72 @@ class Progress:
             self._bar.close()
         elif self.progress_type == "simple" and exc[0] is None:
             sys.stderr.write(f"{self.title}: done\n")
+
+
+class BaseProgress:
+    """Interface of the progress displays of module path ``util`` (``ProgressBar``,
+    ``ProgressSimple``, ``ProgressSilent``): a context manager with ``update(step)``.
+    The interface itself implements none of them (NotImplementedError)."""
+
+    def __enter__(self) -> BaseProgress:
+        raise NotImplementedError(f"{type(self).__name__} is an interface: use ProgressBar")
+
+    def __exit__(self, *exc: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} is an interface: use ProgressBar")
+
+    def update(self, step: int | None = None) -> None:
+        """Report that ``step`` steps are done (None: one more)."""
+        raise NotImplementedError(f"{type(self).__name__} is an interface: use ProgressBar")
+
+
+class _CountedProgress(BaseProgress):
+    """A :class:`Progress` of ``max_value`` steps, updated by absolute step counts."""
+
+    _progress_type = "bar"
+
+    def __init__(self, max_value: int, title: str | None = None):
+        try:
+            total = operator.index(max_value)
+        except TypeError:
+            total = -1
+        if isinstance(max_value, bool) or total < 0:
+            raise ValueError(f"max_value must be a whole number >= 0; got {max_value!r}")
+        self._progress = Progress(total, self._progress_type, title or "")
+        self._done = 0
+
+    def __enter__(self) -> _CountedProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.__exit__(*exc)
+
+    def update(self, step: int | None = None) -> None:
+        """Report that ``step`` steps are done (None: one more)."""
+        target = self._done + 1 if step is None else int(step)
+        if target > self._done:
+            self._progress.update(target - self._done)
+            self._done = target
+
+
+class ProgressBar(_CountedProgress):
+    """A tqdm bar of ``max_value`` steps (a context manager; ``update(step)``)."""
+
+
+class ProgressSimple(_CountedProgress):
+    """A line at the start and at the end of ``max_value`` steps."""
+
+    _progress_type = "simple"
+
+
+class ProgressSilent(_CountedProgress):
+    """No display."""
+
+    _progress_type = "silent"
+
+
+def get_progress(progress_type: str | None = None) -> type[BaseProgress]:
+    """The progress class of ``progress_type`` ('bar', 'simple', 'silent'; None: the
+    default of ``NONMARKOV_PROGRESS``)."""
+    kind = check_progress_type(progress_type)
+    return {"bar": ProgressBar, "simple": ProgressSimple, "silent": ProgressSilent}[kind]

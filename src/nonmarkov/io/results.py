@@ -20,7 +20,51 @@ DYNAMICS_FORMAT = "nonmarkov-dynamics-1"
 logger = logging.getLogger("nonmarkov")
 
 
-class Dynamics:
+def _sequence(value: Any, name: str, what: str) -> list:
+    """``value`` as a list, else a TypeError naming ``name`` and what it holds."""
+    try:
+        return list(value)
+    except TypeError as error:
+        raise TypeError(f"{name} must be a sequence of {what}; got {value!r}") from error
+
+
+class BaseDynamics:
+    """What every time series of states offers, empty: ``name``, ``description``,
+    ``times`` (0,), ``states`` (0, 0, 0), ``shape`` None, ``len`` 0, and
+    ``expectations()`` ``(None, None)``. :class:`Dynamics` holds the states.
+    """
+
+    def __init__(self, name: str | None = None, description: str | None = None):
+        self.name = f"Unnamed {type(self).__name__}" if name is None else str(name)
+        self.description = "" if description is None else str(description)
+
+    def __len__(self) -> int:
+        return 0
+
+    @property
+    def times(self) -> default_np.ndarray:
+        """The times, shape (0,)."""
+        return default_np.zeros(0, dtype=float)
+
+    @property
+    def states(self) -> default_np.ndarray:
+        """The states, shape (0, 0, 0)."""
+        return default_np.zeros((0, 0, 0), dtype=default_np.complex128)
+
+    @property
+    def shape(self) -> Any:
+        """Shape of one state; None without states."""
+        return None
+
+    def expectations(self, operator: Any = None, real: bool = False) -> tuple[Any, Any]:
+        """``(times, Tr(operator rho(t)))``; ``(None, None)`` without states."""
+        return None, None
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__} {self.name!r}: {len(self)} states"
+
+
+class Dynamics(BaseDynamics):
     """Times t_k and reduced density matrices rho(t_k), (d, d) each.
 
     Parameters
@@ -49,8 +93,8 @@ class Dynamics:
         json.dumps(self.metadata)  # JSON-serialisable, or a TypeError now
         self._times: list[float] = []
         self._states: list[default_np.ndarray] = []
-        times = [] if times is None else list(times)
-        states = [] if states is None else list(states)
+        times = [] if times is None else _sequence(times, "times", "times t_k")
+        states = [] if states is None else _sequence(states, "states", "(d, d) states")
         if len(times) != len(states):
             raise ValueError(
                 f"times and states must have the same length; got {len(times)} and {len(states)}"

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from .api import BaseAPIClass
 from .correlations import BaseCorrelations
 
 DEGENERACY_TOLERANCE = 1e-10
 
 
-class Bath:
+class Bath(BaseAPIClass):
     """Bath coupled through the Hermitian operator ``coupling_operator`` (d, d).
 
     Parameters
@@ -32,6 +33,8 @@ class Bath:
         (e.g. ``PowerLawSD``) describing C(tau) of the bath operator B.
     name, description : optional text.
     """
+
+    _default_name = "Unnamed Bath"
 
     def __init__(
         self,
@@ -47,8 +50,7 @@ class Bath:
                 f"CustomCorrelations; got {type(correlations).__name__}"
             )
         self._correlations = correlations
-        self.name = "Unnamed Bath" if name is None else str(name)
-        self.description = "" if description is None else str(description)
+        super().__init__(name, description)
         eigenvalues, eigenvectors = default_np.linalg.eigh(self._coupling_operator)
         scale = max(1.0, float(default_np.max(default_np.abs(eigenvalues))))
         # snap nearly equal eigenvalues together so that degeneracies are exact
@@ -123,6 +125,20 @@ class Bath:
         pairs = default_np.stack([s_plus, s_minus], axis=1)
         unique, index = default_np.unique(pairs, axis=0, return_inverse=True)
         return unique[:, 0].copy(), unique[:, 1].copy(), default_np.asarray(index).reshape(-1)
+
+    @property
+    def north_degeneracy_map(self) -> default_np.ndarray:
+        """(d^2,) ints: for each Liouville index alpha = (a, b) the position of its
+        distinct (s_a - s_b, s_a + s_b) pair (the ``index`` of :meth:`liouville_degeneracy`);
+        equal numbers mark indices the influence cannot tell apart (``unique=True``)."""
+        return self.liouville_degeneracy()[2]
+
+    @property
+    def west_degeneracy_map(self) -> default_np.ndarray:
+        """(d^2,) ints: for each Liouville index alpha = (a, b) the position of its
+        distinct commutator eigenvalue s_a - s_b (:attr:`coupling_comm`) among them."""
+        _, index = default_np.unique(self.coupling_comm.real, return_inverse=True)
+        return default_np.asarray(index).reshape(-1)
 
     def __str__(self) -> str:
         return (

@@ -29,6 +29,7 @@ import scipy.integrate
 from .. import config
 from .. import validation as check
 from . import guards
+from .api import BaseAPIClass
 
 CUTOFF_TYPES = ("exponential", "gaussian", "hard")
 SHAPES = ("square", "upper-triangle", "lower-triangle", "rectangle")
@@ -87,15 +88,16 @@ def _x_minus_sin_over_cube(x: float) -> float:
     return (x - math.sin(x)) / x**3
 
 
-class BaseCorrelations:
+class BaseCorrelations(BaseAPIClass):
     """Interface of all bath correlation functions.
 
     Subclasses implement ``correlation(tau)`` and ``correlation_2d_integral``.
     """
 
+    _default_name = "Unnamed Correlations"
+
     def __init__(self, name: str | None = None, description: str | None = None):
-        self.name = "Unnamed Correlations" if name is None else str(name)
-        self.description = "" if description is None else str(description)
+        super().__init__(name, description)
         self._cache: dict[tuple, complex] = {}
 
     def correlation(
@@ -162,8 +164,14 @@ class BaseCorrelations:
         ``matsubara=True`` integrates the imaginary-time correlation C_M
         instead (times are then imaginary times in [0, 1/T]). A region of zero
         width (``delta`` = 0) integrates to 0. The result is cached per
-        argument set.
+        argument set. On the interface itself (a subclass that does not implement the
+        integral) it is a NotImplementedError, whatever the arguments.
         """
+        if type(self)._region_integral is BaseCorrelations._region_integral:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not implement correlation_2d_integral; use "
+                "PowerLawSD, CustomSD or CustomCorrelations"
+            )
         delta = check.non_negative_number(delta, "delta")
         time_1 = check.real_number(time_1, "time_1")
         check.choice(shape, SHAPES, "shape")

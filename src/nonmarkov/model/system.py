@@ -23,18 +23,27 @@ import scipy.linalg
 from .. import config
 from .. import validation as check
 from . import guards
+from .api import BaseAPIClass
 from .operators import commutator, lindblad_dissipator
 
 PropagatorPair = tuple[default_np.ndarray, default_np.ndarray]
 
 
-class BaseSystem:
-    """Common interface of the system classes (dimension, name, propagators)."""
+class BaseSystem(BaseAPIClass):
+    """Common interface of the system classes (dimension, name, propagators).
 
-    def __init__(self, dimension: int, name: str | None, description: str | None):
-        self._dimension = dimension
-        self.name = "Unnamed System" if name is None else str(name)
-        self.description = "" if description is None else str(description)
+    ``BaseSystem(dimension, name=None, description=None)``: ``dimension`` is the
+    Hilbert-space dimension d (a positive whole number); the subclasses give the
+    Liouvillian and the propagators.
+    """
+
+    _default_name = "Unnamed System"
+
+    def __init__(
+        self, dimension: int, name: str | None = None, description: str | None = None
+    ) -> None:
+        self._dimension = check.positive_integer(dimension, "dimension")
+        super().__init__(name, description)
 
     @property
     def dimension(self) -> int:
