@@ -69,6 +69,12 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+class OutsideGridError(ValueError, IndexError):
+    """A time or step of ``ops_times`` that lies outside the run's grid: bad input (a
+    ValueError) that is also an index out of range (an IndexError, as scripts that
+    index the grid expect)."""
+
+
 class _Grid:
     """The time grid t_k = start_time + k dt, k = 0..num_steps."""
 
@@ -84,14 +90,14 @@ class _Grid:
     def index_of_step(self, value: Any, name: str) -> int:
         step = int(value)
         if not 0 <= step <= self.num_steps:
-            raise ValueError(f"{name}: step {step} is outside the grid ({self.describe()})")
+            raise OutsideGridError(f"{name}: step {step} is outside the grid ({self.describe()})")
         return step
 
     def index_of_time(self, value: Any, name: str) -> int:
         time = check.real_number(value, name)
         step = int(round((time - self.start_time) / self.dt))
         if not 0 <= step <= self.num_steps:
-            raise ValueError(
+            raise OutsideGridError(
                 f"{name}: time {time:g} (nearest step {step}) is outside the grid "
                 f"({self.describe()})"
             )

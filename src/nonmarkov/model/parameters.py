@@ -12,7 +12,7 @@ from .. import config
 from .. import validation as check
 from ..cost import affordable_run
 from .bath import Bath
-from .system import BaseSystem, TimeDependentSystem
+from .system import BaseSystem, TimeDependentSystem, TimeDependentSystemWithField
 
 #: the smallest epsrel a double-precision SVD can honour (singular values below
 #: ~eps s_max are rounding noise)
@@ -313,7 +313,11 @@ def guess_tempo_parameters(
     ``max_samples`` (a whole number >= 1; an integral float such as 1e4 is
     accepted) caps the number of sample times, with a
     ``UserWarning`` if the cap stops the refinement. A time-independent system
-    needs one evaluation and ignores ``max_samples``.
+    needs one evaluation and ignores ``max_samples``. For a
+    :class:`~nonmarkov.TimeDependentSystemWithField` the rates depend on the
+    unknown field: dt comes from the bath alone, with a ``UserWarning``. A
+    tolerance so small that tolerance^(3/2) is below the SVD's resolution gives
+    epsrel = ``EPSREL_FLOOR`` and a ``UserWarning``.
 
     Every call gives a ``UserWarning`` (:data:`GUESS_WARNING_MSG`): the
     estimate is a starting point; check convergence by tightening the
@@ -327,7 +331,8 @@ def guess_tempo_parameters(
     if system is not None:
         if not isinstance(system, BaseSystem):
             raise TypeError(
-                f"system must be None, a System or a TimeDependentSystem; got "
+                "system must be None, a System, a TimeDependentSystem or a "
+                "TimeDependentSystemWithField; got "
                 f"{type(system).__name__}"
             )
         if system.dimension != bath.dimension:
@@ -337,7 +342,15 @@ def guess_tempo_parameters(
     warnings.warn(GUESS_WARNING_MSG, UserWarning, stacklevel=2)
     interval = end_time - start_time
     dt_candidates = [interval / 100.0, 0.5 * _correlation_resolution(bath)]
-    if system is not None:
+    if isinstance(system, TimeDependentSystemWithField):
+        warnings.warn(
+            "guess_tempo_parameters: the rates of a TimeDependentSystemWithField depend on "
+            "the field, which is not known before the run; dt is guessed from the bath "
+            "alone: check it against the field's time scale",
+            UserWarning,
+            stacklevel=2,
+        )
+    elif system is not None:
         norm = _system_rate(system, start_time, end_time, tolerance, max_samples)
         if norm > 0:
             dt_candidates.append(math.sqrt(tolerance) / norm)
@@ -350,9 +363,18 @@ def guess_tempo_parameters(
             UserWarning,
             stacklevel=2,
         )
+    epsrel = tolerance**1.5
+    if epsrel < EPSREL_FLOOR:
+        warnings.warn(
+            f"guess_tempo_parameters: tolerance={tolerance:g} asks for epsrel={epsrel:.3g}, "
+            f"below what a double-precision SVD resolves; using epsrel={EPSREL_FLOOR:g}",
+            UserWarning,
+            stacklevel=2,
+        )
+        epsrel = EPSREL_FLOOR
     return TempoParameters(
         dt=dt,
-        epsrel=tolerance**1.5,
+        epsrel=epsrel,
         dkmax=dkmax,
         name="guessed parameters",
         description=f"guess_tempo_parameters(tolerance={tolerance})",
