@@ -72,6 +72,21 @@ def _batch():
     nm.compute_dynamics_batch([nm.System(SX)] * 10**6, UP, dt=0.1, num_steps=10**4, **SILENT)
 
 
+def _correlations_batch():
+    nm.compute_correlations_batch(
+        [nm.System(SX)] * 10**4,
+        None,
+        SZ,
+        SZ,
+        [0.0, 1.0, 2.0],
+        3.0,
+        initial_states=UP,
+        dt=0.1,
+        num_steps=10**5,
+        **SILENT,
+    )
+
+
 COST_CASES = [
     ("MeanFieldTempo", _mean_field_tempo, "end_time=1e\\+12"),
     ("compute_dynamics_with_field", _with_field, "num_steps=1000000000000000"),
@@ -79,6 +94,7 @@ COST_CASES = [
     ("GibbsParameters", lambda: nm.GibbsParameters(n_steps=10**7, epsrel=1e-5), "n_steps=10+"),
     ("pt_uniform_compute", _uniform, "dkmax=1000000000"),
     ("compute_dynamics_batch", _batch, "1000000 members"),
+    ("compute_correlations_batch", _correlations_batch, "10000 members, 4 branches"),
     ("SystemChain", lambda: nm.SystemChain([2] * 10**7), "10000000 sites"),
     (
         "sweep",

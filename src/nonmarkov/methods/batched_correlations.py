@@ -26,6 +26,7 @@ from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem
 from ..options import EngineOptions
 from ..progress import Progress
+from . import checks
 from .batched import BATCH_BYTES, batch_members, check_member_runs
 from .correlations import TIME_ORDERS, _Chain, _Grid, _operator, _readout_vector, _Sweep
 
@@ -90,6 +91,15 @@ def compute_correlations_batch(
     if time_order in ("anti", "full"):
         chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
     branches = 1 + sum(len(chain.steps[0]) for chain in chains)
+    checks.affordable_run(
+        grid.num_steps,
+        d,
+        0,
+        "compute_correlations_batch",
+        members=batch * branches,
+        unit="member-branch steps (at most)",
+        cause=f"{grid.num_steps} steps, {batch} members, {branches} branches each",
+    )
     bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in pts]
     member_bytes = 16 * d * d * (4 * math.prod(bonds) * branches + 2 * d * d)
     chunk = max(1, min(batch, (batch_bytes or BATCH_BYTES) // member_bytes))
