@@ -310,6 +310,14 @@ def test_tcut_and_dkmax_together_are_refused():
         nm.TempoParameters(dt=0.1, epsrel=1e-6, tcut=1.0, dkmax=10)
 
 
+def test_subdiv_limit_is_a_whole_number():
+    assert nm.TempoParameters(dt=0.1, epsrel=1e-6, subdiv_limit=1e3).subdiv_limit == 1000
+    with pytest.raises(ValueError, match="subdiv_limit"):
+        nm.TempoParameters(dt=0.1, epsrel=1e-6, subdiv_limit=-1.0)
+    with pytest.raises(TypeError, match="subdiv_limit"):
+        nm.TempoParameters(dt=0.1, epsrel=1e-6, subdiv_limit=2.5)
+
+
 def test_times_outside_the_grid_are_a_value_and_an_index_error(pt):
     for error in (ValueError, IndexError):
         with pytest.raises(error, match="outside the grid"):

@@ -50,7 +50,8 @@ class TempoParameters:
         cut lumped onto the oldest point of the memory (exact for an
         independent-boson model with ``math.inf``). None (or 0): no lumping.
     subdiv_limit : maximum number of subintervals of the adaptive
-        quadratures (correlation integrals, time-dependent Liouvillians), or
+        quadratures (correlation integrals, time-dependent Liouvillians), a
+        whole number >= 1 (an integral float such as 1e3 is accepted), or
         None for midpoint sampling of time-dependent Liouvillians.
     liouvillian_epsrel : relative accuracy of those quadratures.
     name, description : optional text.
@@ -92,6 +93,8 @@ class TempoParameters:
             )
         self._add_correlation_time = add_correlation_time
         if subdiv_limit is not None:
+            if isinstance(subdiv_limit, float) and subdiv_limit.is_integer():
+                subdiv_limit = int(subdiv_limit)  # 1e3, or -1.0: then a ValueError
             subdiv_limit = check.positive_integer(subdiv_limit, "subdiv_limit")
         self._subdiv_limit = subdiv_limit
         self._liouvillian_epsrel = check.positive_number(liouvillian_epsrel, "liouvillian_epsrel")
