@@ -34,13 +34,8 @@ time deterministic (``EngineOptions(deterministic=True)``, autouse fixture): a
 fixed number of host steps, then the compiled kernels, so that runs repeat bit
 for bit and both are checked.
 
-The compiled JAX step runs the ``'exact'`` window sweep; the NumPy engine
-runs the ``'zip_up'`` sweep by default (``EngineOptions.window_sweep``), which
-agrees with it within the truncation tolerance, not to rounding. In a JAX
-session the NumPy references that the JAX tests compare with therefore run
-the exact sweep too (the same autouse fixture), so that the two backends are
-compared to rounding; the zip-up is tested by the whole NumPy session and by
-``test_window_sweeps.py`` (explicit options) in both.
+Both backends run the same window sweep (``'zip_up'`` by default), so the
+NumPy references that the JAX tests compare with need no special options.
 """
 
 from __future__ import annotations
@@ -145,11 +140,9 @@ def _restore_session_backend():
 
 @pytest.fixture(autouse=True, scope="session")
 def _deterministic_engines():
-    """Engine options with deterministic scheduling (and, on JAX, the exact window sweep)
-    for the whole session (see above).
+    """Engine options with deterministic scheduling for the whole session (see above).
     Session scope, so that module-scoped fixtures computed before a test see it too."""
-    sweep = "exact" if backends.get_backend() == "jax" else "auto"
-    with nm_options.use_options(deterministic=True, window_sweep=sweep):
+    with nm_options.use_options(deterministic=True):
         yield
 
 

@@ -217,15 +217,8 @@ def test_a_sketch_as_wide_as_the_matrix_is_the_plain_svd():
         numpy.testing.assert_array_equal(left, right)
 
 
-def test_the_option_is_checked_and_the_jax_engine_refuses_the_zip_up():
+def test_the_option_is_checked():
     with pytest.raises(ValueError, match="window_sweep"):
         nm.options.EngineOptions(window_sweep="fast")
-    pytest.importorskip("jax")
-    system, bath, rho0 = spin_boson(alpha=0.3)
-    parameters = nm.TempoParameters(dt=0.1, dkmax=4, epsrel=1e-6)
-    options = nm.options.default_options().replace(window_sweep="zip_up")
-    with backends.use_backend("jax", "double"):
-        with pytest.raises(ValueError, match="'exact' window sweep only"):
-            nm.Tempo(system, bath, parameters, rho0, 0.0, options=options).compute(
-                0.5, progress_type="silent"
-            )
+    with pytest.raises(ValueError, match="compiled"):
+        nm.options.EngineOptions(compiled="always")

@@ -42,9 +42,13 @@ class EngineOptions:
         (:mod:`nonmarkov.kernels.window`): ``'zip_up'`` (cut while coupling,
         from the oldest site, then an exact cut of that state; bonds never grow
         by the carrier's num_rows), ``'exact'`` (couple without truncation, then
-        the optimal cut of the exact product), or ``'auto'``: ``'zip_up'`` on the
-        NumPy engine, ``'exact'`` on the JAX engine (its compiled step does only
-        that one). NumPy and JAX agree to rounding with ``'exact'``.
+        the optimal cut of the exact product), or ``'auto'``: ``'zip_up'``. Both
+        backends run the same sweep and agree to rounding.
+    compiled : whether the JAX window engine runs the zip-up steps compiled:
+        ``'auto'`` (where the steps left repay the compilation and the compiled
+        step is the host's algorithm; :mod:`nonmarkov.engines.jax.planner`),
+        ``'on'`` (wherever it is the host's algorithm) or ``'off'`` (the NumPy
+        kernels on the host).
     svd : the SVD algorithm of the compiled steps: ``'default'`` (JAX's choice
         for the device), ``'qr'`` or ``'divide_and_conquer'``.
     sitewise : ``'auto'``, ``'on'`` or ``'off'``: from bond bucket 64 on, run
@@ -80,6 +84,7 @@ class EngineOptions:
     """
 
     window_sweep: str = "auto"
+    compiled: str = "auto"
     svd: str = config.JAX_SVD
     sitewise: str = config.JAX_SITEWISE
     site_levels: str = config.JAX_SITE_LEVELS
@@ -107,7 +112,7 @@ class EngineOptions:
             "device",
             config.check_choice(self.device, config.VALID_JAX_DEVICES, "device option"),
         )
-        for name in ("sitewise", "site_levels"):
+        for name in ("sitewise", "site_levels", "compiled"):
             object.__setattr__(
                 self, name, config.check_choice(getattr(self, name), _CHOICE, f"{name} option")
             )

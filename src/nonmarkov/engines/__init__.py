@@ -18,9 +18,13 @@ def window_engine(spec: WindowSpec, options: EngineOptions | None = None) -> Win
     """The window engine for ``spec`` on the active backend."""
     options = resolve(options)
     if np.backend_name == "jax":
-        from .jax.engine import JaxWindowEngine
+        if options.window_sweep == "exact":
+            from .jax.engine import JaxWindowEngine
 
-        return JaxWindowEngine(spec, options)
+            return JaxWindowEngine(spec, options)
+        from .jax.executor import ZipUpWindowEngine
+
+        return ZipUpWindowEngine(spec, options, np.dtype_complex)
     return HostWindowEngine(spec, options)
 
 

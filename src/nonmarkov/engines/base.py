@@ -133,6 +133,10 @@ class WindowEngine(Protocol):
         largest bond after each step.
         """
 
+    def expect_steps(self, num_steps: int) -> None:
+        """The caller will run ``num_steps`` more steps (in several calls): a hint for
+        planning how to run them, never a change of what they compute."""
+
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
         """The window, newest first: front (1, x, k), sites (k, m, k'); and the
         front's log-scale ('finalize' windows)."""

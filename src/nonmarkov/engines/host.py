@@ -156,6 +156,9 @@ class HostWindowEngine:
             ranks.append(self._largest_bond())
         return finalised, ranks
 
+    def expect_steps(self, num_steps: int) -> None:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.expect_steps` (nothing to plan)."""
+
     def host_window(self) -> tuple[list[default_np.ndarray], float]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
         return [default_np.asarray(np.to_host(site)) for site in self._window], self._log_scale

@@ -214,6 +214,7 @@ class GibbsTempo:
                 self._step = 1
                 self._record(self._start())
                 bar.update()
+            self._engine.expect_steps(n - self._step)
             while self._step < n:
                 count = min(self._engine.steps_per_call, n - self._step)
                 readouts, ranks = self._engine.advance([(self._between, self._second)] * count)

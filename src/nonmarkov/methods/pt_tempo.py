@@ -358,6 +358,7 @@ class PtTempo:
                 step = saved.step
                 progress.update(step - 1)
             last_checkpoint = time.monotonic()
+            engine.expect_steps(self._num_steps - step)
             while step < self._num_steps:
                 count = min(engine.steps_per_call, self._num_steps - step)
                 finalised, ranks = engine.advance_finalize(count)

@@ -225,6 +225,7 @@ class Tempo:
                 self._dynamics.add(self._start_time + dt, self._first_state)
                 num_steps -= 1
                 progress.update()
+            self.engine.expect_steps(num_steps)
             while num_steps > 0:
                 count = min(self.engine.steps_per_call, num_steps)
                 halves = [self._propagators(self._step + k) for k in range(count)]

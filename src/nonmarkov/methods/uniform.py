@@ -92,6 +92,7 @@ def _window_steps(
     finalized: list[Any] = []
     max_bond = 1
     done_steps = 1
+    engine.expect_steps(2 * k - done_steps)
     while done_steps < 2 * k:
         count = min(engine.steps_per_call, 2 * k - done_steps)
         sites, ranks = engine.advance_finalize(count)

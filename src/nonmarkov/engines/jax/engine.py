@@ -55,10 +55,10 @@ class JaxWindowEngine:
     steps_per_call = 64
 
     def __init__(self, spec: WindowSpec, options: EngineOptions):
-        if options.window_sweep == "zip_up":
+        if options.window_sweep != "exact":
             raise ValueError(
-                "the JAX window engine runs the 'exact' window sweep only; use "
-                "window_sweep='auto' or 'exact' (or the NumPy backend for 'zip_up')"
+                "JaxWindowEngine runs the 'exact' window sweep; the zip-up sweep runs "
+                "on ZipUpWindowEngine (engines.window_engine chooses)"
             )
         self._spec = spec
         # the host start runs the compiled step's sweep, so that both parts agree
@@ -164,6 +164,9 @@ class JaxWindowEngine:
             num_steps - len(finalised), default_np.ones((m, m)), default_np.eye(m)
         )
         return finalised + rest, ranks + rest_ranks
+
+    def expect_steps(self, num_steps: int) -> None:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.expect_steps` (not used here)."""
 
     def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.load_window`: straight onto

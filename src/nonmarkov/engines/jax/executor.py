@@ -1,0 +1,471 @@
+"""The JAX window engine for the zip-up sweep: the host's steps or the compiled
+zip-up step (:mod:`.zipup`), as the planner (:mod:`.planner`) decides.
+
+The window is in one of two places: on the host, advanced by
+:class:`~nonmarkov.engines.host.HostWindowEngine` with the NumPy kernels (under
+:func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`), or on a JAX
+device as explicit padded state (front, sites, count, log-scale), advanced a
+chunk of compiled steps at a time. Both run the same algorithm, so the window
+moves between them (trimmed or padded, one transfer) without changing the
+result beyond rounding. Every choice is the planner's; what it chose and why is
+kept in :attr:`ZipUpWindowEngine.stats`.
+
+Compiled kernels are kept per shape for the life of the process (and across
+processes in JAX's persistent cache, :mod:`nonmarkov.backends`), so a second
+run of the same shapes compiles nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as default_np
+
+from ...backends.numerical_backend import numpy_in_this_thread
+from ...options import EngineOptions
+from ..base import LastArguments, WindowSpec
+from ..host import HostWindowEngine
+from . import compiler, placement, planner, zipup
+from .padding import bond_bucket
+
+#: Compiled kernels of this process by shape and configuration, and the seconds the
+#: last compilation took (the planner's estimate of the next one).
+_KERNELS: dict[tuple[Any, ...], Any] = {}
+_COMPILE_SECONDS: list[float] = []
+#: compiled chunks of at least this many steps measure the time of a compiled step
+MEASURED_CHUNK = 4
+
+
+@dataclasses.dataclass
+class WindowRunStats:
+    """What a window run did: steps on each side, kernels it compiled (distinct
+    shapes not yet in the process), seconds compiling, redone chunks, fetches, and
+    each change of plan as (step, where, bond, reason)."""
+
+    host_steps: int = 0
+    compiled_steps: int = 0
+    kernels_compiled: int = 0
+    compile_seconds: float = 0.0
+    redos: int = 0
+    fetches: int = 0
+    decisions: list[tuple[int, str, int, str]] = dataclasses.field(default_factory=list)
+
+
+class ZipUpWindowEngine:
+    """The window engine of the JAX backend for the zip-up sweep (see
+    :class:`~nonmarkov.engines.base.WindowEngine`)."""
+
+    steps_per_call = 64
+
+    def __init__(self, spec: WindowSpec, options: EngineOptions, dtype: Any):
+        import jax
+
+        self._jax = jax
+        self._spec = spec
+        self._options = options
+        self._dtype = default_np.dtype(dtype)
+        self._real = default_np.finfo(self._dtype).dtype
+        with numpy_in_this_thread():
+            self._host = HostWindowEngine(spec, options.replace(window_sweep="zip_up"))
+        projector = default_np.asarray(spec.projector)
+        self._dim_x, self._dim_m = projector.shape
+        carrier = default_np.asarray(spec.carrier, dtype=int)
+        self._num_rows = int(carrier.max()) + 1
+        self._carrier = default_np.eye(self._num_rows)[carrier]
+        self._memory = 0 if spec.memory is None else int(spec.memory)
+        #: the padded window on the device (front, sites, count, log_scale), or None
+        self._state: tuple[Any, ...] | None = None
+        self._count = 0
+        self._steps = 0
+        self._final_bond = 1
+        self._device: Any = None
+        self._constants: dict[str, Any] = {}
+        self._put_leaving = LastArguments(self._put)
+        self._put_pair = LastArguments(lambda a, b: (self._put(a), self._put(b)))
+        #: compilations in the background: key -> (future, start time)
+        self._pending: dict[tuple[Any, ...], tuple[Future, float]] = {}
+        self._steps_expected = 0
+        self._largest_seen = 1
+        self._host_seconds = 0.0
+        self._compiled_seconds = 0.0
+        self.plan = planner.Plan()
+        self.stats = WindowRunStats()
+
+    @property
+    def memory(self) -> int:
+        """Points kept in the window, 0 for no memory cut."""
+        return self._memory
+
+    # -- the run: plan, then host steps or compiled chunks ----------------------------
+
+    def _run(
+        self,
+        num_steps: int,
+        host_step: Callable[[], tuple[Any, int]],
+        compiled_chunk: Callable[[int], tuple[list[Any], list[int]]],
+    ) -> tuple[list[Any], list[int]]:
+        outputs: list[Any] = []
+        ranks: list[int] = []
+        recent = self._largest_seen  # the largest bond of the last host step or chunk
+        while len(outputs) < num_steps:
+            left = num_steps - len(outputs)
+            self._replan(left, recent)
+            size = min(self.plan.chunk, left)
+            if self.plan.where == planner.COMPILED and self._kernel_ready(self.plan.bond, size):
+                chunk_outputs, chunk_ranks = compiled_chunk(size)
+                outputs += chunk_outputs
+                ranks += chunk_ranks
+                recent = max(chunk_ranks, default=recent)
+                continue
+            self._to_host()
+            start = time.perf_counter()
+            with numpy_in_this_thread():
+                output, rank = host_step()
+            self._host_seconds = time.perf_counter() - start
+            self.stats.host_steps += 1
+            self._steps += 1
+            outputs.append(output)
+            ranks.append(rank)
+            recent = rank
+        return outputs, ranks
+
+    def _replan(self, steps_left: int, largest: int) -> None:
+        stats = planner.WindowStats(
+            largest_rank=largest,
+            largest_seen=self._largest_seen,
+            sites=self._sites(),
+            steps_left=max(steps_left, self._steps_expected - self._steps),
+            num_rows=self._num_rows,
+            dim_m=self._dim_m,
+            host_seconds=self._host_seconds,
+            compiled_seconds=self._compiled_seconds,
+            compile_seconds=_COMPILE_SECONDS[-1] if _COMPILE_SECONDS else 0.0,
+            kernel_ready=self._kernel_ready(self.plan.bond, 1, wait=False),
+        )
+        self._largest_seen = max(self._largest_seen, largest)
+        plan = planner.next_plan(self.plan, stats, self._options)
+        if (plan.where, plan.bond) != (self.plan.where, self.plan.bond):
+            self.stats.decisions.append((self._steps, plan.where, plan.bond, plan.reason))
+        self.plan = plan
+        if plan.compile:
+            self._compile(plan.bond, min(plan.chunk, steps_left))
+
+    def _sites(self) -> int:
+        return self._count + 1 if self._state is not None else len(self._host.window)
+
+    # -- kernels ----------------------------------------------------------------------
+
+    def _capacity(self, size: int) -> int:
+        """Sites the padded window holds for a chunk of ``size`` steps from now: the
+        memory cut, or (without one) the current capacity while it suffices, else
+        twice what the chunk needs."""
+        if self._memory:
+            return max(self._memory - 1, 1)
+        need = self._count + size + 1
+        have = 0 if self._state is None else int(self._state[1].shape[0])
+        return have if have >= need else bond_bucket(2 * need)
+
+    def _key(self, bond: int, size: int) -> tuple[Any, ...]:
+        """The kernel of bucket ``bond`` for a chunk of ``size`` steps from now."""
+        device = self._place(bond)
+        return (
+            self._memory,
+            self._spec.max_rank,
+            self._spec.oldest,
+            self._options.svd,
+            device,
+            str(self._dtype),
+            self._dim_x,
+            self._dim_m,
+            self._num_rows,
+            bond,
+            self._capacity(size),
+        )
+
+    def _place(self, bond: int) -> Any:
+        work = placement.window_work(bond, self._num_rows, self._dim_m)
+        return placement.place(self._options.device, work).device
+
+    def _compile(self, bond: int, size: int) -> None:
+        """Compile the kernel of ``bond`` (chunks of ``size`` steps) in the background
+        compiler thread (waited for with deterministic options), unless it is
+        compiled or compiling."""
+        key = self._key(bond, size)
+        if key in _KERNELS or key in self._pending:
+            return
+        for other, (future, _) in list(self._pending.items()):  # no longer wanted
+            if future.cancel():
+                del self._pending[other]
+        jax = self._jax
+        memory, max_rank, oldest, svd, device, _, x, m, c, bond, capacity = key
+        kernel = zipup.compiled_step(memory, max_rank, oldest, device.platform, svd)
+        sharding = placement.sharding(device)
+
+        def like(shape: tuple[int, ...], dtype: Any) -> Any:
+            return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+
+        constants = {
+            "projector": like((x, m), self._dtype),
+            "first": like((x, m), self._dtype),
+            "carrier": like((x, c), self._dtype),
+            "out_map": like((x, x), self._dtype),
+            "epsrel": like((), self._real),
+            "lags": like((capacity, c, m), self._dtype),
+        }
+        if memory >= 2:
+            constants["leaving"] = like((c, m), self._dtype)
+        args = (
+            like((x, bond), self._dtype),
+            like((capacity, bond, m, bond), self._dtype),
+            like((), default_np.int32),
+            like((), self._real),
+            like((x, x), self._dtype),
+            like((x, x), self._dtype),
+            constants,
+        )
+        start = time.perf_counter()
+
+        def job() -> None:
+            compiler.check_ahead()
+            _KERNELS[key] = kernel.lower(*args).compile()
+
+        self._pending[key] = (compiler.compile_ahead(job), start)
+        if self._must_wait():
+            self._kernel_ready(bond, size)
+
+    def _kernel_ready(self, bond: int, size: int, wait: bool = True) -> bool:
+        """Whether the kernel of ``bond`` is compiled; with ``wait`` and a compilation
+        of it in progress that must be waited for (deterministic options, or a redo
+        that needs it), wait."""
+        key = self._key(bond, size)
+        for other, (future, start) in list(self._pending.items()):
+            if future.done() or (other == key and wait and self._must_wait()):
+                if future.exception() is None:  # waits; a failed one leaves it missing
+                    seconds = time.perf_counter() - start
+                    _COMPILE_SECONDS.append(seconds)
+                    self.stats.kernels_compiled += 1
+                    self.stats.compile_seconds += seconds
+                del self._pending[other]
+        return key in _KERNELS
+
+    def _must_wait(self) -> bool:
+        """Whether a compilation is waited for rather than run host steps meanwhile."""
+        return (
+            self._options.deterministic or self._options.compiled == "on" or self._state is not None
+        )
+
+    # -- moving the window ------------------------------------------------------------
+
+    def _put(self, array: Any, dtype: Any = None) -> Any:
+        array = default_np.asarray(array)
+        if dtype is None:
+            dtype = self._dtype if array.dtype.kind in "fc" else array.dtype
+        return self._jax.device_put(array.astype(dtype), self._device)
+
+    def _to_device(self, bond: int, capacity: int) -> None:
+        """Pad the host window to bucket ``bond`` and ``capacity`` sites and put it on
+        its device."""
+        with numpy_in_this_thread():
+            window, log_scale = self._host.host_window()
+            steps = self._host.steps
+        count = len(window) - 1
+        largest = max(site.shape[2] for site in window)
+        bond = max(bond, bond_bucket(largest))
+        front = default_np.zeros((self._dim_x, bond), self._dtype)
+        front[:, : window[0].shape[2]] = window[0][0]
+        sites = default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype)
+        for j, site in enumerate(window[1:]):
+            sites[j, : site.shape[0], :, : site.shape[2]] = site
+        self._final_bond = window[-1].shape[2]
+        self._device = self._place(bond)
+        self._put_leaving = LastArguments(self._put)
+        self._put_pair = LastArguments(lambda a, b: (self._put(a), self._put(b)))
+        self._constants = {
+            "projector": self._put(self._spec.projector),
+            "first": self._put(self._spec.first),
+            "carrier": self._put(self._carrier),
+            "out_map": self._put(self._spec.out_map),
+            "epsrel": self._put(self._spec.epsrel, self._real),
+            "lags": self._put(self._lags(capacity)),
+        }
+        if self._memory >= 2:
+            self._constants["leaving"] = self._put(self._spec.lag_rows(self._memory))
+        self._state = (
+            self._put(front),
+            self._put(sites),
+            self._put(default_np.asarray(count, default_np.int32)),
+            self._put(log_scale, self._real),
+        )
+        self._count, self._steps = count, steps
+
+    def _lags(self, capacity: int) -> default_np.ndarray:
+        rows = [default_np.asarray(self._spec.lag_rows(lag + 2)) for lag in range(capacity)]
+        return default_np.asarray(rows, dtype=self._dtype)
+
+    def _to_host(self) -> None:
+        """Trim the device window to its bonds and hand it to the host engine."""
+        if self._state is None:
+            return
+        window, log_scale = self._device_window()
+        with numpy_in_this_thread():
+            self._host.load_window(window, log_scale, self._steps)
+        self._state = None
+
+    def _device_window(self) -> tuple[list[default_np.ndarray], float]:
+        front, sites, _, log_scale = self._state  # type: ignore[misc]
+        front, sites, log_scale = self._jax.device_get((front, sites[: self._count], log_scale))
+        self.stats.fetches += 1
+        rights = [_extent(front, 1)] + [_extent(site, 2) for site in sites]
+        lefts = [1] + [_extent(site, 0) for site in sites]
+        bonds = [max(right, left, 1) for right, left in zip(rights[:-1], lefts[1:])]
+        bonds.append(self._final_bond if self._spec.oldest == "finalize" else 1)
+        window = [default_np.asarray(front)[None, :, : bonds[0]]]
+        for j, site in enumerate(sites):
+            window.append(default_np.asarray(site)[: bonds[j], :, : bonds[j + 1]])
+        return window, float(log_scale)
+
+    def _grow(self, bond: int, capacity: int) -> None:
+        """Re-pad the device window to ``bond`` and ``capacity`` sites."""
+        self._to_host()
+        self._to_device(bond, capacity)
+
+    # -- compiled chunks --------------------------------------------------------------
+
+    def _chunk(
+        self, size: int, pairs: Sequence[tuple[Any, Any]]
+    ) -> tuple[list[Any], list[int], list[int]]:
+        """Run ``size`` compiled steps with the (between, second) ``pairs``; returns the
+        per-step outputs (host), largest bonds and counts before each step."""
+        while True:
+            bond = self.plan.bond
+            capacity = self._capacity(size)
+            if self._state is None:
+                self._to_device(bond, capacity)
+            elif self._state[0].shape[1] != bond or self._state[1].shape[0] != capacity:
+                self._grow(bond, capacity)
+            if not self._kernel_ready(bond, size):  # the first call of a shape compiles it
+                self._compile(bond, size)
+                self._kernel_ready(bond, size)
+            kernel = _KERNELS[self._key(bond, size)]
+            state = self._state
+            assert state is not None
+            start = time.perf_counter()
+            counts, results = [], []
+            count = self._count
+            for k, (between, second) in enumerate(pairs[:size]):
+                counts.append(count)
+                constants = self._constants
+                rows = self._spec.leaving(self._steps + k + 1)
+                if rows is not None:
+                    constants = {**constants, "leaving": self._put_leaving(rows)}
+                front, sites, count_device, log_scale, output, wanted, largest = kernel(
+                    *state, *self._put_pair(between, second), constants
+                )
+                state = (front, sites, count_device, log_scale)
+                results.append((output, wanted, largest))
+                count = self._next_count(count)
+            outputs, wanted, largest = self._jax.device_get(
+                ([r[0] for r in results], [r[1] for r in results], [r[2] for r in results])
+            )
+            self.stats.fetches += 1
+            most = max(int(value) for value in wanted)
+            if most <= bond:
+                break
+            self.stats.redos += 1
+            self.plan = dataclasses.replace(self.plan, bond=planner.grown(self.plan, most), chunk=1)
+            if not planner.same_algorithm(self.plan.bond, self._num_rows, self._dim_m):
+                self.plan = dataclasses.replace(self.plan, where=planner.HOST)
+                return [], [], []
+        if size >= MEASURED_CHUNK:  # (one step's time is mostly its dispatch and fetch)
+            self._compiled_seconds = (time.perf_counter() - start) / size
+        self._state = state
+        self._count = count
+        self._steps += size
+        self.stats.compiled_steps += size
+        return list(outputs), [int(value) for value in largest], counts
+
+    def _next_count(self, count: int) -> int:
+        if self._memory and count + 1 >= self._memory:
+            return count
+        return count + 1
+
+    # -- the engine interface ---------------------------------------------------------
+
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
+        if self._spec.oldest != "trace":
+            raise ValueError("advance needs a 'trace' window; use advance_finalize")
+        position = [0]
+
+        def host_step() -> tuple[Any, int]:
+            vectors, largest = self._host.advance([propagators[position[0]]])
+            position[0] += 1
+            return default_np.asarray(vectors[0]), largest[0]
+
+        def compiled_chunk(size: int) -> tuple[list[Any], list[int]]:
+            pairs = propagators[position[0] : position[0] + size]
+            outputs, ranks, _ = self._chunk(size, pairs)
+            position[0] += len(outputs)
+            return [default_np.asarray(output) for output in outputs], ranks
+
+        outputs, ranks = self._run(len(propagators), host_step, compiled_chunk)
+        if not outputs:
+            return default_np.zeros((0, self._dim_x), self._dtype), ranks
+        return default_np.asarray(outputs), ranks
+
+    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
+        if self._spec.oldest != "finalize":
+            raise ValueError("advance_finalize needs a 'finalize' window; use advance")
+        m = self._dim_m
+        between, second = default_np.ones((m, m)), default_np.eye(m)
+
+        def host_step() -> tuple[Any, int]:
+            done, largest = self._host.advance_finalize(1)
+            return done[0], largest[0]
+
+        def compiled_chunk(size: int) -> tuple[list[Any], list[int]]:
+            outputs, ranks, _ = self._chunk(size, [(between, second)] * size)
+            finalised = []
+            for site, rank, log_before in outputs:
+                done = None
+                if int(rank):
+                    done = default_np.asarray(site[: int(rank), :, : self._final_bond])
+                    self._final_bond = int(rank)
+                finalised.append((done, float(log_before)))
+            return finalised, ranks
+
+        return self._run(num_steps, host_step, compiled_chunk)
+
+    def expect_steps(self, num_steps: int) -> None:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.expect_steps`: the planner
+        weighs a compilation against all of them."""
+        self._steps_expected = self._steps + int(num_steps)
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
+        if self._state is not None:
+            return self._device_window()
+        with numpy_in_this_thread():
+            return self._host.host_window()
+
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.load_window`."""
+        self._state = None
+        self._steps = int(steps)
+        with numpy_in_this_thread():
+            self._host.load_window(window, log_scale, steps)
+
+
+def _extent(array: Any, axis: int) -> int:
+    """One past the last index of ``axis`` with a nonzero entry (the padding is exact
+    zeros beyond the kept ranks)."""
+    others = tuple(k for k in range(array.ndim) if k != axis)
+    used = default_np.flatnonzero(default_np.any(array != 0.0, axis=others))
+    return int(used[-1]) + 1 if used.size else 0

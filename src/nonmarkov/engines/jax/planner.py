@@ -1,0 +1,153 @@
+"""Where and how the JAX window engine runs the next steps: a pure function of
+what the run has seen, and the tuning constants it uses.
+
+:func:`next_plan` takes the current :class:`Plan`, the run's
+:class:`WindowStats` and the engine options, and returns the next plan:
+
+- **host or compiled.** The compiled zip-up step (:mod:`.zipup`) is the host's
+  algorithm only while every zip-up cut is a plain SVD on the host, i.e. while
+  the bucket's cut matrices (D c, m D) have a smaller side below
+  :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE` (larger ones the host
+  cuts from a copies-aware sketch); beyond that the steps run on the host.
+  Within it, a kernel is compiled only when the steps left repay it: the time
+  saved per step (a host step less a compiled one, :data:`COMPILED_STEP_SHARE`
+  of it until measured) times the steps left must exceed the compile time
+  (:data:`COMPILE_SECONDS` until one is measured; nothing once the kernel is in
+  this process's cache). The host steps go on while it compiles in the
+  background;
+- **the bond bucket** of the compiled step: the smallest of
+  :data:`~.padding.BOND_BUCKETS` that holds the largest rank seen; a step that
+  wants more is redone in the bucket that holds it;
+- **the chunk**: compiled steps between two fetches of their results; one step
+  after the largest rank rose (a redo then costs one step), doubling while it
+  holds, up to the ``chunk`` option and :data:`CHUNK_SECONDS` of steps.
+
+With ``deterministic`` options the measured times are replaced by the models
+(:data:`HOST_SITE_SECONDS` per window site, :data:`COMPILE_SECONDS`) and a
+compilation is waited for, so that a run repeats bit for bit. The ``compiled``
+option forces the choice (``'on'``: compiled wherever it is the host's
+algorithm, from the first step; ``'off'``: never).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ...kernels.truncation import SKETCH_MIN_SIDE
+from ...options import EngineOptions
+from .padding import bond_bucket
+
+#: Seconds a compilation of the zip-up step is assumed to take before one is measured
+#: (0.2-1.4 s on a loaded 2-core CPU for buckets 4-12; benchmarks/README.md).
+COMPILE_SECONDS = 1.5
+#: A compiled step costs this share of a host step until one is measured (measured
+#: 0.5 on a CPU for a 30-site window at bonds 4-12, B1 for 300 steps).
+COMPILED_STEP_SHARE = 0.5
+#: A bucket grown while compiled holds this much more than the rank that overflowed it
+#: (fewer kernels per run; padding is cheap at the bonds of the compiled regime).
+GROWTH_HEADROOM = 1.5
+#: A compilation must be repaid this many times over by the steps left: it competes
+#: with the host steps for the cores while it runs, and its estimate is rough
+#: (measured: on a loaded 2-core CPU three background compilations slowed a
+#: 300-step B1 run from 3.5 s on NumPy to 9.4 s).
+PAYBACK = 3.0
+#: Modelled seconds of a host step per window site (deterministic mode).
+HOST_SITE_SECONDS = 2e-4
+#: Most seconds of measured compiled steps in one chunk (a chunk is redone whole when
+#: a rank outgrows the bucket).
+CHUNK_SECONDS = 0.5
+
+HOST, COMPILED = "host", "compiled"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What the window engine does next.
+
+    where : ``'host'`` (the NumPy kernels) or ``'compiled'`` (:mod:`.zipup`).
+    bond : the bond bucket D of the compiled step.
+    chunk : compiled steps per fetch.
+    compile : whether the kernel of ``bond`` should be compiled (in the background
+        while the host steps go on, or waited for in deterministic mode).
+    reason : why, in words (kept in the run's statistics).
+    """
+
+    where: str = HOST
+    bond: int = 4
+    chunk: int = 1
+    compile: bool = False
+    reason: str = "start"
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowStats:
+    """What a window run has seen (the planner's input).
+
+    largest_rank : the largest bond of the last steps (or wanted by them).
+    largest_seen : the largest bond of the run before them.
+    sites : sites of the window now.
+    steps_left : steps of the current call not yet run.
+    num_rows, dim_m : the carrier's rows c and the classes m of a point.
+    host_seconds : measured seconds of a host step (0: not measured).
+    compiled_seconds : measured seconds of a compiled step (0: not measured).
+    compile_seconds : measured seconds of a compilation in this process (0: none).
+    kernel_ready : whether the kernel of the planned bucket is compiled.
+    """
+
+    largest_rank: int
+    largest_seen: int
+    sites: int
+    steps_left: int
+    num_rows: int
+    dim_m: int
+    host_seconds: float = 0.0
+    compiled_seconds: float = 0.0
+    compile_seconds: float = 0.0
+    kernel_ready: bool = False
+
+
+def same_algorithm(bond: int, num_rows: int, dim_m: int) -> bool:
+    """Whether the compiled step of bucket ``bond`` runs the host's algorithm: every
+    zip-up cut (D c, m D) is a plain SVD on the host too."""
+    return min(bond * num_rows, bond * dim_m) < SKETCH_MIN_SIDE
+
+
+def next_plan(plan: Plan, stats: WindowStats, options: EngineOptions) -> Plan:
+    """The plan for the next steps (see the module docstring)."""
+    bond = max(plan.bond, bond_bucket(max(stats.largest_seen, stats.largest_rank)))
+    rising = stats.largest_rank > stats.largest_seen
+    chunk = 1 if rising else min(2 * plan.chunk, options.chunk)
+    if stats.compiled_seconds > 0.0 and not options.deterministic:
+        chunk = min(chunk, max(1, int(CHUNK_SECONDS / stats.compiled_seconds)))
+    if options.compiled == "off":
+        return Plan(HOST, bond, chunk, False, "compiled='off'")
+    if not same_algorithm(bond, stats.num_rows, stats.dim_m):
+        return Plan(HOST, bond, chunk, False, f"bond {bond}: the host cuts from a sketch")
+    if options.compiled == "on":
+        return Plan(COMPILED, bond, chunk, not stats.kernel_ready, "compiled='on'")
+    host = stats.host_seconds
+    if options.deterministic or host <= 0.0:
+        host = HOST_SITE_SECONDS * max(stats.sites, 1)
+    if plan.where == COMPILED:  # stay while a measured compiled step is cheaper
+        if stats.compiled_seconds <= host or options.deterministic:
+            return Plan(COMPILED, bond, chunk, not stats.kernel_ready, "compiled")
+        return Plan(HOST, bond, chunk, False, "a compiled step costs more than a host step")
+    compiled = stats.compiled_seconds or COMPILED_STEP_SHARE * host
+    compile_cost = 0.0 if stats.kernel_ready else (stats.compile_seconds or COMPILE_SECONDS)
+    saving = stats.steps_left * (host - compiled)
+    if saving > PAYBACK * compile_cost:
+        where = COMPILED if stats.kernel_ready else HOST
+        reason = f"{stats.steps_left} steps save {saving:.2g} s > {PAYBACK:g} x compile"
+        return Plan(where, bond, chunk, not stats.kernel_ready, reason)
+    reason = (
+        f"{stats.steps_left} steps save {max(saving, 0.0):.2g} s <= {PAYBACK:g} x compile "
+        f"{compile_cost:.2g} s"
+    )
+    return Plan(HOST, bond, chunk, False, reason)
+
+
+def grown(plan: Plan, wanted: int) -> int:
+    """The bucket after a rank ``wanted`` overflowed the plan's: with
+    :data:`GROWTH_HEADROOM`."""
+    return max(plan.bond, bond_bucket(math.ceil(GROWTH_HEADROOM * wanted)))

@@ -1,0 +1,284 @@
+"""The compiled zip-up window step: :func:`nonmarkov.kernels.window.advance_window`
+with ``sweep='zip_up'`` on padded arrays, for ``jax.jit``.
+
+The window is stored padded to a bond bucket D: the front ``F[x, D]`` (site 0,
+the newest point) and the older sites ``S[L, D, m, D]`` (capacity L; the first
+``count`` in use, ``count`` a device scalar), with exact zeros outside the kept
+ranks. A step is two scans over the L sites:
+
+1. the zip-up, oldest site first: each site times its lag matrix and the carry
+   from the older sites, ``T[(l, c), (p, k)]``, cut by a truncated SVD
+   (:func:`cut`: the rank rule of :func:`~nonmarkov.kernels.truncation.rank_rule`
+   traced, singular values beyond the rank masked to zero); ``vh`` becomes the
+   site, ``u s`` the carry to the next newer site; a traced oldest site becomes
+   the first carry;
+2. the cut of that state from the new point to the oldest site at its exact
+   Schmidt values, leaving the window left-orthonormal with the norm in the
+   oldest site (split off right-orthonormal for ``oldest='finalize'``).
+
+Sites beyond ``count`` skip their work (``lax.switch``), so a growing window
+compiles nothing new. A rank above D is reported (``wanted``) and the caller
+redoes the step with a larger bucket. Every cut is a plain SVD, so this is the
+host's algorithm wherever the host's cut is one (matrices whose smaller side is
+below :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE`); the planner
+(:mod:`.planner`) runs it only there. Requires JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ...kernels.truncation import rank_rule
+from . import compiler
+from .padding import _extent, _svd_algorithm
+
+#: the site kernels of a step, by name (``lax.switch`` branches pick among them)
+SKIP, TRACE, CUT = 0, 1, 2
+
+
+def _jax() -> tuple[Any, Any]:
+    import jax.numpy as jnp
+    from jax import lax
+
+    return jnp, lax
+
+
+def cut(matrix: Any, keep: int, epsrel: Any, max_rank: int | None, svd: Any) -> tuple[Any, ...]:
+    """Truncated SVD of a padded ``matrix`` (R, C) whose padding rows and columns are
+    exact zeros: ``u`` (R, keep), ``s`` (keep,), ``vh`` (keep, C) and the kept rank
+    (int32; it may exceed ``keep``, which the caller reports).
+
+    Everything beyond the rank is zero, and so are the rows of ``u`` and the
+    columns of ``vh`` where ``matrix`` is zero (the SVD leaves rounding noise there,
+    which multiplied through the window would become slow subnormal numbers).
+    ``keep`` may exceed min(R, C): the result is padded with zeros.
+    """
+    jnp, lax = _jax()
+    u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=svd)
+    rank = rank_rule(s, epsrel, max_rank, jnp)
+    width = s.shape[0]
+    kept = jnp.arange(width) < rank
+    rows = jnp.any(matrix != 0.0, axis=1).astype(matrix.dtype)
+    columns = jnp.any(matrix != 0.0, axis=0).astype(matrix.dtype)
+    s = jnp.where(kept, s, 0.0)
+    u = u * kept.astype(u.dtype)[None, :] * rows[:, None]
+    vh = vh * kept.astype(vh.dtype)[:, None] * columns[None, :]
+    if width >= keep:
+        return u[:, :keep], s[:keep], vh[:keep], rank
+    extra = keep - width
+    return (
+        jnp.pad(u, ((0, 0), (0, extra))),
+        jnp.pad(s, (0, extra)),
+        jnp.pad(vh, ((0, extra), (0, 0))),
+        rank,
+    )
+
+
+def couple(carry: Any, site: Any, lag: Any) -> Any:
+    """The zip-up matrix of a site: ``T[(l, c), (p, k)]`` (D c, m D) from the site
+    ``S[l, p, r]`` (D, m, D), its lag matrix ``I[c, p]`` (c, m) and the carry
+    ``C[(r, c), k]`` (D c, D) from the older sites."""
+    jnp, _ = _jax()
+    bond, dim_m, _ = site.shape
+    rows = lag.shape[0]
+    by_class = jnp.moveaxis(carry.reshape(bond, rows, bond), 1, 0)  # (c, r, k)
+    product = jnp.matmul(site.reshape(1, bond * dim_m, bond), by_class)  # (c, l p, k)
+    weighted = product.reshape(rows, bond, dim_m, bond) * lag[:, None, :, None]
+    return jnp.moveaxis(weighted, 0, 1).reshape(bond * rows, dim_m * bond)
+
+
+def traced(site: Any, lag: Any) -> Any:
+    """The first carry from a traced oldest site: ``sum_{p, r} S[l, p, r] I[c, p]``
+    as ``C[(l, c), k]`` (D c, D), nonzero in column k = 0 only."""
+    jnp, _ = _jax()
+    bond = site.shape[0]
+    vector = jnp.einsum("lpr,cp->lc", site, lag).reshape(-1, 1)
+    return jnp.pad(vector, ((0, 0), (0, bond - 1)))
+
+
+def read_out(front: Any, sites: Any, count: Any) -> tuple[Any, Any]:
+    """The window summed over every site's classes: (x,) and the log of the scale it
+    was divided by (contracted from the oldest site, rescaled on the way)."""
+    jnp, lax = _jax()
+    capacity, bond = sites.shape[0], sites.shape[1]
+
+    def contract(carry: tuple[Any, Any], inputs: tuple[Any, Any]) -> tuple[Any, None]:
+        vector, log_rest = carry
+        j, site = inputs
+        moved = jnp.einsum("lpr,r->l", site, vector)
+        size = jnp.max(jnp.abs(moved))
+        good = (size > 0.0) & (j < count)
+        moved = moved / jnp.where(good, size, 1.0).astype(moved.dtype)
+        log_rest = log_rest + jnp.where(good, jnp.log(jnp.where(good, size, 1.0)), 0.0)
+        return (jnp.where(j < count, moved, vector), log_rest), None
+
+    start = jnp.zeros((bond,), front.dtype).at[0].set(1.0)
+    positions = jnp.arange(capacity, dtype=jnp.int32)
+    (vector, log_rest), _ = lax.scan(
+        contract, (start, jnp.zeros((), sites.real.dtype)), (positions, sites), reverse=True
+    )
+    return front @ vector, log_rest
+
+
+def step(
+    front: Any,
+    sites: Any,
+    count: Any,
+    log_scale: Any,
+    between: Any,
+    second: Any,
+    constants: dict[str, Any],
+    memory: int,
+    max_rank: int | None,
+    oldest: str,
+    svd: Any = None,
+) -> tuple[Any, ...]:
+    """One zip-up window step on padded arrays (traced by ``jax.jit``).
+
+    Shapes: front (x, D), sites (L, D, m, D), count () int32 (sites in use
+    besides the front), log_scale () real, between and second (x, x).
+    ``constants``: projector (x, m), first (x, m) (the lag-1 row of x times its
+    own factor), carrier (x, c) one-hot row of x, lags (L, c, m) for lags
+    2..L+1, out_map (x, x), epsrel (), and for ``memory`` >= 2 leaving (c, m),
+    the coupling to the point that leaves the window. ``memory``: dkmax, 0 for
+    no cut. ``oldest``: ``'trace'`` (TEMPO) or ``'finalize'`` (PT-TEMPO).
+
+    Returns front, sites, count, log_scale, the output, the largest rank any
+    cut wanted (int32; above D means the step must be redone larger) and the
+    largest bond of the new window (int32). The output is the read-out (x,)
+    for ``'trace'``; for ``'finalize'`` (the split-off site (D, m, D), its rank
+    (0 when nothing was split off), the log-scale before the step).
+    """
+    jnp, lax = _jax()
+    dim_x, bond = front.shape
+    capacity, dim_m = sites.shape[0], sites.shape[2]
+    rows = constants["carrier"].shape[1]
+    dtype = front.dtype
+    epsrel = constants["epsrel"]
+    positions = jnp.arange(capacity, dtype=jnp.int32)
+    full = jnp.asarray(memory > 0) & (count + 1 >= memory)
+    trace_full = full & (oldest == "trace") & (count >= 1)
+    finalize_full = full & (oldest == "finalize")
+
+    lags = constants["lags"]
+    if memory >= 2:  # the oldest position of a full window couples to the leaving point
+        lags = lags.at[memory - 2].set(constants["leaving"])
+
+    def skip(carry: Any, site: Any, lag: Any) -> tuple[Any, Any, Any]:
+        return carry, jnp.zeros_like(site), jnp.int32(0)
+
+    def trace_site(carry: Any, site: Any, lag: Any) -> tuple[Any, Any, Any]:
+        return traced(site, lag), jnp.zeros_like(site), jnp.int32(0)
+
+    def cut_site(carry: Any, site: Any, lag: Any) -> tuple[Any, Any, Any]:
+        u, s, vh, rank = cut(couple(carry, site, lag), bond, epsrel, max_rank, svd)
+        return u * s[None, :].astype(dtype), vh.reshape(bond, dim_m, bond), rank
+
+    def zip_up(carry: Any, inputs: tuple[Any, Any, Any]) -> tuple[Any, tuple[Any, Any]]:
+        j, site, lag = inputs
+        branch = jnp.where(j >= count, SKIP, jnp.where((j == count - 1) & trace_full, TRACE, CUT))
+        carry, new_site, rank = lax.switch(branch, [skip, trace_site, cut_site], carry, site, lag)
+        return carry, (new_site, rank)
+
+    identity = jnp.repeat(jnp.eye(bond, dtype=dtype), rows, axis=0)  # C[(r, c), k] = delta_rk
+    carry, (tail, zip_ranks) = lax.scan(zip_up, identity, (positions, sites, lags), reverse=True)
+
+    # the new point and the old front: (x, m, D), cut x | (m, k)
+    theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
+    coupled = theta * constants["first"][:, :, None]
+    picked = jnp.einsum("rck,xc->rxk", carry.reshape(bond, rows, bond), constants["carrier"])
+    joined = jnp.einsum("xpr,rxk->xpk", coupled, picked)
+    front_u, s, vh, front_rank = cut(joined.reshape(dim_x, -1), bond, epsrel, max_rank, svd)
+    current = (s[:, None].astype(dtype) * vh).reshape(bond, dim_m, bond)  # the old front
+    tail_length = count - trace_full.astype(count.dtype)  # tail sites after the old front
+
+    def keep_left(current: Any, right: Any) -> tuple[Any, Any, Any, Any]:
+        u, s, vh, rank = cut(current.reshape(bond * dim_m, bond), bond, epsrel, max_rank, svd)
+        moved = jnp.einsum("ak,kpr->apr", s[:, None].astype(dtype) * vh, right)
+        return moved, u.reshape(bond, dim_m, bond), jnp.zeros_like(right), rank
+
+    def split_off(current: Any, right: Any) -> tuple[Any, Any, Any, Any]:
+        u, s, vh, rank = cut(current.reshape(bond * dim_m, bond), bond, epsrel, max_rank, svd)
+        final = jnp.einsum("ak,kpr->apr", vh, right)
+        kept = (u * s[None, :].astype(dtype)).reshape(bond, dim_m, bond)
+        return jnp.zeros_like(current), kept, final, rank
+
+    def last(current: Any, right: Any) -> tuple[Any, Any, Any, Any]:
+        return jnp.zeros_like(current), current, jnp.zeros_like(right), jnp.int32(0)
+
+    def after(current: Any, right: Any) -> tuple[Any, Any, Any, Any]:
+        return current, jnp.zeros_like(current), jnp.zeros_like(right), jnp.int32(0)
+
+    def left_to_right(
+        carry: tuple[Any, Any], inputs: tuple[Any, Any]
+    ) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+        current, final = carry
+        j, right = inputs
+        splits = finalize_full & (j == tail_length - 1)
+        branch = jnp.where(
+            j < tail_length,
+            jnp.where(splits, 1, 0),
+            jnp.where((j == tail_length) & ~finalize_full, 2, 3),
+        )
+        current, new_site, split, rank = lax.switch(
+            branch, [keep_left, split_off, last, after], current, right
+        )
+        return (current, jnp.where(splits, split, final)), (new_site, rank)
+
+    (_, final_site), (new_sites, ranks) = lax.scan(
+        left_to_right, (current, jnp.zeros_like(current)), (positions, tail)
+    )
+    new_count = jnp.where(full, count, count + 1)
+
+    # a window of one point that is traced: the old front leaves at once
+    single = full & (oldest == "trace") & (count == 0)
+    summed = jnp.pad(coupled.sum(axis=(1, 2))[:, None], ((0, 0), (0, bond - 1)))
+    front_u = jnp.where(single, summed, front_u)
+    new_sites = jnp.where(single, jnp.zeros_like(new_sites), new_sites)
+    new_count = jnp.where(single, 0, new_count)
+
+    # the norm sits in the oldest site (the front when there is none)
+    holder = jnp.maximum(new_count - 1, 0)
+    held = lax.dynamic_index_in_dim(new_sites, holder, 0, keepdims=False)
+    norm = jnp.where(new_count > 0, jnp.linalg.norm(held), jnp.linalg.norm(front_u))
+    positive = norm > 0.0
+    scale = jnp.where(positive, norm, 1.0).astype(dtype)
+    new_sites = jnp.where(
+        new_count > 0,
+        lax.dynamic_update_index_in_dim(new_sites, held / scale, holder, 0),
+        new_sites,
+    )
+    front_u = jnp.where(new_count > 0, front_u, front_u / scale)
+    log_before = log_scale
+    log_scale = log_scale + jnp.where(positive, jnp.log(jnp.where(positive, norm, 1.0)), 0.0)
+
+    split_rank = ranks[jnp.maximum(tail_length - 1, 0)]
+    wanted = jnp.maximum(jnp.maximum(jnp.max(zip_ranks), jnp.max(ranks)), front_rank)
+    oldest_right = _extent(lax.dynamic_index_in_dim(new_sites, holder, 0, keepdims=False), 2)
+    largest = jnp.maximum(jnp.maximum(jnp.max(ranks), front_rank), oldest_right)
+    if oldest == "finalize":
+        final_rank = jnp.where(finalize_full, split_rank, 0)
+        output = (final_site, final_rank, log_before)
+        return front_u, new_sites, new_count, log_scale, output, wanted, largest
+    vector, log_rest = read_out(front_u, new_sites, new_count)
+    state = vector * jnp.exp(log_scale + log_rest).astype(dtype)
+    readout = constants["out_map"] @ (second @ state)
+    return front_u, new_sites, new_count, log_scale, readout, wanted, largest
+
+
+@functools.cache
+def compiled_step(
+    memory: int, max_rank: int | None, oldest: str, platform: str, svd: str = "default"
+) -> Any:
+    """The jitted :func:`step` (one per configuration; XLA caches it per shape)."""
+    return compiler.compile_kernel(
+        functools.partial(
+            step,
+            memory=memory,
+            max_rank=max_rank,
+            oldest=oldest,
+            svd=_svd_algorithm(svd, platform),
+        ),
+        platform=platform,
+    )

@@ -1,0 +1,107 @@
+"""The JAX window engine of the zip-up sweep: the planner as a pure function, and
+the compiled zip-up step against the NumPy kernels through the public API."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import nonmarkov as nm
+from nonmarkov import backends
+from nonmarkov.engines.jax import planner
+from nonmarkov.options import EngineOptions
+
+from models import spin_boson
+
+
+def stats(**changes) -> planner.WindowStats:
+    base = dict(largest_rank=6, largest_seen=6, sites=30, steps_left=100, num_rows=3, dim_m=4)
+    return planner.WindowStats(**{**base, **changes})
+
+
+def test_the_planner_keeps_the_host_where_the_host_cuts_from_a_sketch():
+    # bucket 24 with 3 carrier rows and 4 classes: cuts of (72, 96), a sketch on the host
+    plan = planner.next_plan(planner.Plan(), stats(largest_rank=21), EngineOptions(compiled="on"))
+    assert plan.where == planner.HOST and "sketch" in plan.reason
+    assert planner.same_algorithm(20, 3, 4) and not planner.same_algorithm(24, 3, 4)
+
+
+def test_the_planner_compiles_only_what_the_steps_left_repay():
+    options = EngineOptions()
+    short = planner.next_plan(planner.Plan(), stats(steps_left=20, host_seconds=0.01), options)
+    assert short.where == planner.HOST and not short.compile
+    long = planner.next_plan(planner.Plan(), stats(steps_left=10_000, host_seconds=0.01), options)
+    assert long.compile and long.where == planner.HOST  # host steps while it compiles
+    ready = stats(steps_left=10_000, host_seconds=0.01, kernel_ready=True)
+    assert planner.next_plan(long, ready, options).where == planner.COMPILED
+    # a measured compiled step dearer than a host step sends the run back to the host
+    compiled = planner.Plan(planner.COMPILED, 8, 4)
+    dear = stats(host_seconds=0.01, compiled_seconds=0.02, kernel_ready=True)
+    assert planner.next_plan(compiled, dear, options).where == planner.HOST
+    assert planner.next_plan(compiled, dear, EngineOptions(compiled="off")).where == planner.HOST
+
+
+def test_the_planner_chunks_grow_while_the_ranks_hold():
+    options = EngineOptions(chunk=8)
+    plan = planner.Plan(planner.COMPILED, 8, 1)
+    lengths = []
+    for rank in (6, 6, 6, 6, 7, 7):
+        plan = planner.next_plan(plan, stats(largest_rank=rank, largest_seen=6), options)
+        lengths.append(plan.chunk)
+    assert lengths == [2, 4, 8, 8, 1, 1]
+    assert planner.grown(plan, 9) >= 13  # with headroom: fewer kernels per run
+
+
+@pytest.fixture
+def jax_double():
+    pytest.importorskip("jax")
+    with backends.use_backend("jax", "double"):
+        yield
+
+
+def _tempo(options: EngineOptions | None, tcut: float = 1.0) -> tuple[numpy.ndarray, object]:
+    system, bath, rho0 = spin_boson(alpha=0.3)
+    parameters = nm.TempoParameters(dt=0.1, tcut=tcut, epsrel=1e-6)
+    tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, options=options)
+    return tempo.compute(2.0, progress_type="silent").states, tempo.engine
+
+
+def test_compiled_zip_up_tempo_agrees_with_numpy(jax_double):
+    options = EngineOptions(compiled="on", deterministic=True)
+    states, engine = _tempo(options)
+    with backends.use_backend("numpy"):
+        reference, _ = _tempo(None)
+    assert engine.stats.compiled_steps > 0 and engine.stats.host_steps == 0
+    # a handful of kernels for the whole run, not one per step or site
+    assert 1 <= engine.stats.kernels_compiled <= 4
+    numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)
+    # a second run of the same shapes compiles nothing
+    _, again = _tempo(options)
+    assert again.stats.kernels_compiled == 0
+
+
+def test_a_short_run_stays_on_the_host_and_says_why(jax_double):
+    # (a memory no other test uses: no kernel of its shape is in the process)
+    states, engine = _tempo(EngineOptions(deterministic=True), tcut=0.7)
+    with backends.use_backend("numpy"):
+        reference, _ = _tempo(None, tcut=0.7)
+    assert engine.stats.compiled_steps == 0 and engine.stats.kernels_compiled == 0
+    assert any("compile" in decision[3] for decision in engine.stats.decisions)
+    numpy.testing.assert_allclose(states, reference, atol=1e-12, rtol=0)
+
+
+def _pt_dynamics(options: EngineOptions | None) -> numpy.ndarray:
+    # a model whose truncation decisions are far from their thresholds: there a change of
+    # 1e-13 in the coupling moves the NumPy result by 2e-14 (at alpha 0.3, T 1 by 6e-7:
+    # any two roundings of one algorithm may differ that much there)
+    system, bath, rho0 = spin_boson(alpha=0.1, temperature=0.5)
+    parameters = nm.TempoParameters(dt=0.1, tcut=0.5, epsrel=1e-6)
+    pt = nm.pt_tempo_compute(bath, 0.0, 1.5, parameters, progress_type="silent", options=options)
+    return nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent").states
+
+
+def test_compiled_zip_up_process_tensor_agrees_with_numpy(jax_double):
+    states = _pt_dynamics(EngineOptions(compiled="on", deterministic=True))
+    with backends.use_backend("numpy"):
+        reference = _pt_dynamics(None)
+    numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)
