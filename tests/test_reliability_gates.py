@@ -27,6 +27,7 @@ from nonmarkov import backends, cost
 from nonmarkov.io.spec import SpecError, parse_spec
 from nonmarkov.methods import spec_run
 from nonmarkov.options import default_options
+from nonmarkov.process_tensors.file import ProcessTensorFileError, tensor_name
 
 SX, SZ = nm.operators.sigma("x"), nm.operators.sigma("z")
 UP = nm.operators.spin_dm("up")
@@ -341,3 +342,44 @@ def test_overwrite_with_a_smaller_sweep_removes_the_old_outputs(tmp_path):
         "gate_1.h5",
         "other.h5",
     ]
+
+
+# -- files that lie: damage found on read, naming the file and the dataset -----------------
+
+
+def _rewrite(filename, dataset, change):
+    import h5py
+
+    with h5py.File(filename, "r+") as handle:
+        data = change(handle[dataset][()])
+        del handle[dataset]
+        handle.create_dataset(dataset, data=data, fletcher32=True)  # checksums made anew
+
+
+def test_a_dynamics_file_rewritten_to_nan_is_refused(tmp_path):
+    dynamics = nm.compute_dynamics(nm.System(0.5 * SX), UP, dt=0.1, num_steps=5, **SILENT)
+    filename = str(tmp_path / "dynamics.h5")
+    dynamics.export(filename)
+    _rewrite(filename, "states", lambda states: np.where(np.abs(states) >= 0, np.nan, states))
+    with pytest.raises(ValueError, match="dynamics.h5 is damaged: the dataset 'states' has NaN"):
+        nm.import_dynamics(filename)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda tensor: np.zeros_like(tensor), "step tensor 3 .* is all zeros"),
+        (lambda tensor: 0.5 * tensor, "trace with a traced future is 0.5"),
+    ],
+    ids=["zeros", "scaled"],
+)
+def test_a_process_tensor_file_whose_step_was_changed_is_refused(tmp_path, change, match):
+    parameters = nm.TempoParameters(dt=0.1, tcut=0.3, epsrel=1e-6)
+    pt = nm.pt_tempo_compute(_bath(), 0.0, 1.0, parameters, **SILENT)
+    filename = str(tmp_path / "pt.h5")
+    pt.export(filename)
+    nm.import_process_tensor(filename).close()  # the file as written is accepted
+    _rewrite(filename, f"tensors/{tensor_name(3)}", change)
+    with pytest.raises(ProcessTensorFileError, match=match) as info:
+        nm.import_process_tensor(filename)
+    assert "pt.h5" in str(info.value)

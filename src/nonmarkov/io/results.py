@@ -369,6 +369,14 @@ def import_dynamics(filename: str) -> Dynamics:
             f"{filename} is damaged: {times.shape[0] if times.ndim else 0} times but states "
             f"of shape {states.shape}"
         )
+    for dataset, array in (("times", times), ("states", states)):
+        bad = ~default_np.isfinite(array)
+        if default_np.any(bad):
+            where = int(default_np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1)))
+            raise ValueError(
+                f"{filename} is damaged: the dataset {dataset!r} has NaN or infinite entries "
+                f"(first at index {where}); a computed Dynamics is always finite"
+            )
     try:
         metadata = json.loads(str(content.get("metadata", "{}")))
     except json.JSONDecodeError as error:

@@ -22,11 +22,13 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from ..kernels.chain import cap_before
 from . import hdf5
 from .base import (
     BaseProcessTensor,
     SimpleProcessTensor,
     mpo_to_step_tensor,
+    trace_weights,
 )
 from .hdf5 import FORMAT_NAME as FORMAT_NAME
 from .hdf5 import FORMAT_VERSION as FORMAT_VERSION
@@ -161,6 +163,48 @@ class FileProcessTensor(BaseProcessTensor):
                 self._filename, self._header(), self._mode == "overwrite", resume_from, keep
             )
         self._shapes = self._open_file().shapes
+        if self._mode == "read":
+            self._check_traced_trace()
+
+    def _check_traced_trace(self) -> None:
+        """On read: the trace of the whole process tensor with a traced future (cap_0)
+        must be 1 within ``TRACE_FILE_FACTOR`` x steps x the stored epsrel (a physical
+        bath's process tensor keeps it to its truncation), and no step tensor may be all
+        zeros; else the file is damaged. One backward pass, a step at a time. A file
+        without a stored epsrel (not built from a bath) is checked for zero steps only;
+        a step that cannot be read at all is reported when it is read."""
+        reader = self._reader
+        if reader is None:
+            return
+        length = len(self._shapes)
+        parameters = self.metadata.get("parameters") if isinstance(self.metadata, dict) else None
+        epsrel = parameters.get("epsrel") if isinstance(parameters, dict) else None
+        weights = trace_weights(self._classes, self._dimension)
+        cap = default_np.ones(1, dtype=complex)
+        for step in range(length - 1, -1, -1):
+            try:
+                tensor = reader.read_step(step)
+            except ProcessTensorFileError:
+                return  # a step that cannot be read is reported when it is read
+            if not default_np.any(tensor):
+                reader.close()
+                raise hdf5.file_error(
+                    self._filename,
+                    f"is damaged: step tensor {step} ({hdf5.tensor_name(step)}) is all zeros",
+                )
+            cap = cap_before(tensor, weights, cap, xp=default_np)
+        if not isinstance(epsrel, (int, float)) or isinstance(epsrel, bool) or length == 0:
+            return
+        trace = complex(cap[0])
+        tolerance = min(TRACE_FILE_CEILING, max(1e-8, TRACE_FILE_FACTOR * length * epsrel))
+        if not abs(trace - 1.0) <= tolerance:
+            reader.close()
+            raise hdf5.file_error(
+                self._filename,
+                f"is damaged: its trace with a traced future is {trace:.6g}, not 1 within "
+                f"{tolerance:.3g} ({length} steps at the stored epsrel {epsrel:g}); a step "
+                "tensor of tensors/ was changed",
+            )
 
     def _header(self) -> hdf5.Header:
         return hdf5.Header(
@@ -358,6 +402,12 @@ class FileProcessTensor(BaseProcessTensor):
             f"steps of dt={self.dt}, dimension {self.dimension}, max bond dimension "
             f"{largest}"
         )
+
+
+#: a file's traced trace may be off 1 by this many times steps x epsrel (at most
+#: TRACE_FILE_CEILING, so that a zeroed or sign-flipped step is always found)
+TRACE_FILE_FACTOR = 10.0
+TRACE_FILE_CEILING = 0.9
 
 
 def write_process_tensor(
