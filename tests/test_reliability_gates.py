@@ -383,3 +383,45 @@ def test_a_process_tensor_file_whose_step_was_changed_is_refused(tmp_path, chang
     with pytest.raises(ProcessTensorFileError, match=match) as info:
         nm.import_process_tensor(filename)
     assert "pt.h5" in str(info.value)
+
+
+# -- weak messages: what went wrong, in the library's words --------------------------------
+
+
+def test_an_exception_in_the_target_derivative_names_the_callable():
+    system = nm.ParameterizedSystem(lambda x: x * SX)
+    with pytest.raises(ValueError, match=r"target_derivative\(final_state\) raised ZeroDivision"):
+        nm.state_gradient(
+            system, UP, lambda rho: 1 / 0, [], np.zeros((6, 1)), dt=0.1, num_steps=3, **SILENT
+        )
+
+
+def test_a_control_of_the_system_s_size_is_told_it_must_be_a_superoperator():
+    with pytest.raises(
+        ValueError, match="2x2 matrix, but a superoperator .* dimension 2 .*\\(4, 4\\)"
+    ):
+        nm.Control(2).add_single(0, np.identity(2))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_not_reported_as_missing(tmp_path):
+    fifo = str(tmp_path / "fifo.h5")
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        nm.import_dynamics(fifo)
+    with pytest.raises(ProcessTensorFileError, match="not a regular file"):
+        nm.import_process_tensor(fifo)
+
+
+def test_a_time_step_far_above_the_model_s_time_scales_is_warned():
+    with pytest.warns(UserWarning, match="system's largest frequency = 0.1 x 2e\\+08"):
+        nm.compute_dynamics(nm.System(1e8 * SX), UP, dt=0.1, num_steps=2, **SILENT)
+    parameters = nm.TempoParameters(dt=10.0, epsrel=1e-5, dkmax=2)
+    with pytest.warns(UserWarning, match="bath's cutoff = 10 x 5"):
+        nm.PtTempo(_bath(), 0.0, 20.0, parameters)
+
+
+def test_an_epsrel_that_truncates_nothing_is_warned_with_the_estimate():
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-15)
+    with pytest.warns(UserWarning, match="epsrel=1e-15 truncates almost nothing.*4\\^50"):
+        nm.PtTempo(_bath(), 0.0, 10.0, parameters)

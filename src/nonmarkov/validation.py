@@ -180,6 +180,13 @@ def square_matrix(
     if not default_np.all(default_np.isfinite(matrix)):
         raise ValueError(f"{name} contains NaN or infinite entries")
     if dimension is not None and matrix.shape[0] != dimension:
+        if kind == "superoperator":
+            system = math.isqrt(dimension)
+            raise ValueError(
+                f"{name} is a {matrix.shape[0]}x{matrix.shape[0]} matrix, but a superoperator "
+                f"of a system of dimension {system} acts on vectorised density matrices: "
+                f"({dimension}, {dimension}) (e.g. A kron B.T for rho -> A rho B)"
+            )
         raise ValueError(
             f"{name} has dimension {matrix.shape[0]} but the system has dimension {dimension}"
         )

@@ -423,8 +423,13 @@ def _read(filename: str, file_format: str, what: str, required: tuple[str, ...])
     extension = os.path.splitext(filename)[1].lower()
     if extension not in (".npz", ".h5", ".hdf5"):
         raise ValueError(f"unknown file type {extension!r}; use .npz, .h5 or .hdf5")
-    if not os.path.isfile(filename):
+    if not os.path.exists(filename):
         raise FileNotFoundError(f"{what} {filename!r} does not exist")
+    if not os.path.isfile(filename):
+        kind = (
+            "a directory" if os.path.isdir(filename) else "not a regular file (a FIFO, a device?)"
+        )
+        raise ValueError(f"{what} {filename!r} is {kind}; give a file written by export")
     try:
         if extension == ".npz":
             with default_np.load(filename, allow_pickle=False) as data:

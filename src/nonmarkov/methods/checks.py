@@ -6,6 +6,7 @@ allowed, before any computation starts.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import uuid
@@ -19,7 +20,7 @@ from ..cost import affordable_run, physical_memory
 from ..model.bath import Bath
 from ..model.parameterized import ParameterizedSystem
 from ..model.parameters import TempoParameters, check_bath_interval
-from ..model.system import BaseSystem, TimeDependentSystemWithField
+from ..model.system import BaseSystem, System, TimeDependentSystemWithField
 
 
 def system_without_field(system: Any, parameterized: bool = False) -> None:
@@ -132,6 +133,63 @@ def correlation_time(parameters: TempoParameters, construction: str | None = Non
         )
 
 
+#: dt times a frequency of the model above this is warned: the discretisation error
+#: (the splitting of system and bath, the sampling of the bath) then dominates
+DISCRETISATION_WARNING = 10.0
+
+
+def discretisation(dt: float, method: str, system: Any = None, bath: Any = None) -> None:
+    """Warn where dt times the largest system frequency (the spread of the eigenvalues
+    of a time-independent Hamiltonian) or times the bath's cutoff frequency is far
+    above 1 (:data:`DISCRETISATION_WARNING`): the result is then mostly discretisation
+    error. Nothing is refused: the user may know better."""
+    found = []
+    if isinstance(system, System):
+        energies = numpy.linalg.eigvalsh(system.hamiltonian)
+        spread = float(energies[-1] - energies[0])
+        if dt * spread > DISCRETISATION_WARNING:
+            found.append(f"dt x the system's largest frequency = {dt:g} x {spread:.3g}")
+    cutoff = getattr(getattr(bath, "correlations", None), "cutoff", None)
+    if isinstance(cutoff, (int, float)) and math.isfinite(cutoff):
+        if dt * cutoff > DISCRETISATION_WARNING:
+            found.append(f"dt x the bath's cutoff = {dt:g} x {cutoff:g}")
+    if found:
+        warnings.warn(
+            f"{method}: {' and '.join(found)} is far above 1: the discretisation error "
+            f"dominates the result; use a dt below about 1 / frequency",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+#: an epsrel below this truncates almost nothing (double-precision rounding is ~1e-16)
+TIGHT_EPSREL = 1e-10
+
+
+def tight_epsrel(epsrel: float, d2: int, memory: int, method: str) -> None:
+    """Warn, with the estimate, where ``epsrel`` is so small that the memory window of
+    ``memory`` points may grow towards its exact bond dimension (d^2)^(memory / 2)
+    and that window would not fit in half the memory: the run will be slow and stop
+    (:func:`window_fits`) when the window outgrows the memory."""
+    if epsrel >= TIGHT_EPSREL or memory < 2:
+        return
+    half = memory // 2
+    exponent = half * math.log10(d2)
+    size_log = math.log10(memory * d2 * 16) + 2 * exponent
+    budget = physical_memory() // 2
+    if size_log <= math.log10(budget):
+        return
+    warnings.warn(
+        f"{method}: epsrel={epsrel:g} truncates almost nothing: the memory window of "
+        f"{memory} points may grow towards bond dimension {d2}^{half} (about 1e{exponent:.0f}), "
+        f"about 1e{size_log - 30 * math.log10(2):.0f} GiB against "
+        f"{budget / 2**30:.3g} GiB at hand, before truncation helps: expect slow steps and "
+        "a stop when the window outgrows the memory; epsrel 1e-7 to 1e-5 is usual",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def pt_interval(
     bath: Any, start_time: Any, end_time: Any, dt: float, memory: int | None = None
 ) -> tuple[float, float, int]:
@@ -140,6 +198,7 @@ def pt_interval(
     start_time, end_time = check_bath_interval(bath, start_time, end_time)
     num_steps = int(round((end_time - start_time) / dt))
     window = num_steps if memory is None else min(memory, num_steps)
+    discretisation(dt, "the process tensor", bath=bath)
     affordable_run(
         num_steps, bath.dimension, 0, "a process tensor", window, cause=f"end_time={end_time:g}"
     )

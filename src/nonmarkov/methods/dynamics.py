@@ -166,6 +166,7 @@ def check_dynamics_inputs(
             )
     dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
     checks.affordable_run(num_steps, system.dimension, 0, "the run")
+    checks.discretisation(dt, "the run", system)
     missed = [] if control is None else control.outside(num_steps, dt, start_time)
     if control is not None and missed:
         warnings.warn(

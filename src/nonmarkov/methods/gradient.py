@@ -55,8 +55,14 @@ def _target(target_derivative: Any, final_state: default_np.ndarray) -> default_
     """dZ/drho at the final state, (d, d): the array, or the callable's value there."""
     d = final_state.shape[0]
     if callable(target_derivative):
-        value = target_derivative(final_state.copy())
         label = "target_derivative(final_state)"
+        try:
+            value = target_derivative(final_state.copy())
+        except Exception as error:  # the user's callable: name it, keep the cause
+            raise ValueError(
+                f"{label} raised {type(error).__name__}: {error} (final_state = "
+                f"{final_state.tolist()})"
+            ) from error
     else:
         value = target_derivative
         label = "target_derivative"

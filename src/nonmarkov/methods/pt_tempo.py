@@ -111,6 +111,12 @@ class PtTempo:
         self._start_time, self._end_time, self._num_steps = check.pt_interval(
             bath, start_time, end_time, self._parameters.dt, self._parameters.dkmax
         )
+        check.tight_epsrel(
+            self._parameters.epsrel,
+            bath.dimension**2,
+            min(self._parameters.dkmax or self._num_steps, self._num_steps),
+            "PtTempo",
+        )
         self.bath = bath
         self.unique = validation.boolean(unique, "unique")
         self.name = "Unnamed PtTempo" if name is None else str(name)

@@ -150,6 +150,7 @@ class Tempo:
         check.model(system, bath)
         self._parameters = check.tempo_parameters(parameters)
         check.correlation_time(self._parameters)
+        check.discretisation(self._parameters.dt, "TEMPO", system, bath)
         self._start_time = validation.real_number(start_time, "start_time")
         initial = validation.initial_operator(initial_state, "initial_state", system.dimension)
         self._initial = initial
@@ -211,6 +212,13 @@ class Tempo:
         if end_time < self._start_time:
             raise ValueError(f"end_time ({end_time}) is before start_time ({self._start_time})")
         num_steps = max(int(round((end_time - current) / dt)), 0)
+        total = self._step + num_steps
+        check.tight_epsrel(
+            self._parameters.epsrel,
+            self.dimension**2,
+            min(self._parameters.dkmax or total, total),
+            "TEMPO",
+        )
         check.affordable_run(
             num_steps,
             self.dimension,

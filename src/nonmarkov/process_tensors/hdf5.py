@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import numpy as default_np
 
 from .. import validation as check
 from .._version import __version__
+from ..cost import physical_memory
 from ..io.atomic import atomic_path
 
 FORMAT_NAME = "nonmarkov-process-tensor"
@@ -123,6 +125,13 @@ def _read_step(
                 filename,
                 f"is damaged: step tensor {step} has shape {dataset.shape}, expected {expected}",
             )
+        size = 16 * math.prod(int(n) for n in expected)
+        if size > physical_memory() // 2:
+            raise file_error(
+                filename,
+                f"is damaged or too large: step tensor {step} declares the shape {expected}, "
+                f"{size / 2**30:.3g} GiB, more than half of this machine's memory",
+            )
         tensor = default_np.empty(expected, dtype=default_np.complex128)
         dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, tensor)
     except (OSError, KeyError, TypeError) as error:
@@ -184,6 +193,8 @@ class Reader:
             raise FileNotFoundError(f"process tensor file {filename!r} does not exist")
         if os.path.isdir(filename):
             raise IsADirectoryError(f"process tensor file {filename!r} is a directory")
+        if not os.path.isfile(filename):
+            raise file_error(filename, "is not a regular file (a FIFO, a device?)")
         if not h5py.is_hdf5(filename):
             raise file_error(filename, "is not an HDF5 file (or its header is damaged)")
         try:
