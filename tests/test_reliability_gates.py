@@ -425,3 +425,29 @@ def test_an_epsrel_that_truncates_nothing_is_warned_with_the_estimate():
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-15)
     with pytest.warns(UserWarning, match="epsrel=1e-15 truncates almost nothing.*4\\^50"):
         nm.PtTempo(_bath(), 0.0, 10.0, parameters)
+
+
+def test_a_coupling_too_strong_for_dt_is_named_not_a_scipy_nan_message():
+    bath = nm.Bath(0.5 * SZ, nm.PowerLawSD(1e6, 1, 5.0))
+    parameters = nm.TempoParameters(dt=0.1, tcut=0.3, epsrel=1e-6)
+    with pytest.raises(ValueError, match="influence over one time step overflows"):
+        nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, **SILENT)
+
+
+def test_a_checkpoint_with_a_nan_window_is_named(tmp_path):
+    target = str(tmp_path / "pt.hdf5")
+    np.savez(
+        target + ".checkpoint.npz",
+        step=3,
+        count=3,
+        assigned=0.0,
+        log_scale=0.0,
+        num_sites=1,
+        site_0=np.full((1, 4, 1), np.nan),
+        temporary=str(tmp_path / "partial"),
+        fingerprint="any",
+    )
+    parameters = nm.TempoParameters(dt=0.1, tcut=0.3, epsrel=1e-6)
+    build = nm.PtTempo(_bath(), 0.0, 1.0, parameters, process_tensor_file=target, resume=True)
+    with pytest.raises(ValueError, match="checkpoint .* is damaged: its window"):
+        build.compute(progress_type="silent")

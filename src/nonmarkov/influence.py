@@ -183,14 +183,18 @@ class DiscretisedInfluence:
         ``new`` of s+ - s- of the newer point; shape (len(new), m)."""
         diff = self.s_plus - self.s_minus
         total = self.s_plus + self.s_minus
-        return default_np.exp(-default_np.outer(new, eta.real * diff + 1j * eta.imag * total))
+        with default_np.errstate(over="ignore", invalid="ignore"):
+            factor = default_np.exp(-default_np.outer(new, eta.real * diff + 1j * eta.imag * total))
+        return _finite_factor(factor, eta)
 
     def own_factor(self) -> default_np.ndarray:
         """I_0 per class, shape (m,)."""
         eta = self.eta(0)
         diff = self.s_plus - self.s_minus
         total = self.s_plus + self.s_minus
-        return default_np.exp(-diff * (eta.real * diff + 1j * eta.imag * total))
+        with default_np.errstate(over="ignore", invalid="ignore"):
+            factor = default_np.exp(-diff * (eta.real * diff + 1j * eta.imag * total))
+        return _finite_factor(factor, eta)
 
     def lag_matrix(self, lag: int) -> default_np.ndarray:
         """I_lag[c_new, c_old], shape (m, m), for lag >= 1."""
@@ -233,6 +237,18 @@ class DiscretisedInfluence:
         to_eigen = default_np.kron(unitary.conj().T, unitary.T)
         from_eigen = default_np.kron(unitary, unitary.conj())
         return to_eigen, from_eigen
+
+
+def _finite_factor(factor: default_np.ndarray, eta: complex) -> default_np.ndarray:
+    """``factor`` if finite, else a ValueError: the bath couples so strongly over one
+    step (|eta| large) that exp(-(s+ - s-) eta ...) overflows."""
+    if not default_np.all(default_np.isfinite(factor)):
+        raise ValueError(
+            f"the bath's influence over one time step overflows (the correlation integral "
+            f"eta = {complex(eta):.3g}): the coupling is far too strong for this dt (a "
+            "spectral density's alpha of order 1e6?); use a weaker coupling or a smaller dt"
+        )
+    return factor
 
 
 def _distinct_differences(

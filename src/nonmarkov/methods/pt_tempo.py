@@ -269,6 +269,12 @@ class PtTempo:
             raise ValueError(
                 f"checkpoint {checkpoint!r} cannot be read ({error}); remove it to start afresh"
             ) from error
+        for i, site in enumerate(saved.window):
+            if not default_np.all(default_np.isfinite(site)) or not math.isfinite(saved.log_scale):
+                raise ValueError(
+                    f"checkpoint {checkpoint!r} is damaged: its window (site_{i} or log_scale) "
+                    "has NaN or infinite entries; remove it to start afresh"
+                )
         if saved.fingerprint != self._fingerprint():
             raise ValueError(
                 f"checkpoint {checkpoint!r} belongs to another build (other bath, parameters "
