@@ -93,9 +93,10 @@ class TempoParameters:
             )
         self._add_correlation_time = add_correlation_time
         if subdiv_limit is not None:
-            if isinstance(subdiv_limit, float) and subdiv_limit.is_integer():
-                subdiv_limit = int(subdiv_limit)  # 1e3, or -1.0: then a ValueError
-            subdiv_limit = check.positive_integer(subdiv_limit, "subdiv_limit")
+            given: Any = subdiv_limit
+            if isinstance(given, float) and given.is_integer():
+                given = int(given)  # 1e3, or -1.0: then a ValueError
+            subdiv_limit = check.positive_integer(given, "subdiv_limit")
         self._subdiv_limit = subdiv_limit
         self._liouvillian_epsrel = check.positive_number(liouvillian_epsrel, "liouvillian_epsrel")
         self.name = "Unnamed TempoParameters" if name is None else str(name)
