@@ -451,3 +451,10 @@ def test_a_checkpoint_with_a_nan_window_is_named(tmp_path):
     build = nm.PtTempo(_bath(), 0.0, 1.0, parameters, process_tensor_file=target, resume=True)
     with pytest.raises(ValueError, match="checkpoint .* is damaged: its window"):
         build.compute(progress_type="silent")
+
+
+def test_a_system_whose_liouvillian_cannot_be_held_is_refused_before_it_is_built():
+    with pytest.raises(ValueError, match="System: a system of dimension 400 .* GiB"):
+        nm.System(np.diag(np.arange(400.0)))
+    with pytest.raises(ValueError, match="TimeDependentSystem: a system of dimension 3000"):
+        nm.TimeDependentSystem(lambda t: np.identity(3000))

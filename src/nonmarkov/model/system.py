@@ -22,6 +22,7 @@ import scipy.linalg
 
 from .. import config
 from .. import validation as check
+from ..cost import affordable_run
 from . import guards
 from .api import BaseAPIClass
 from .operators import commutator, lindblad_dissipator
@@ -43,6 +44,8 @@ class BaseSystem(BaseAPIClass):
         self, dimension: int, name: str | None = None, description: str | None = None
     ) -> None:
         self._dimension = check.positive_integer(dimension, "dimension")
+        # its Liouvillians (d^2, d^2) must fit: the library's one cost rule
+        affordable_run(0, self._dimension, 0, type(self).__name__)
         super().__init__(name, description)
 
     @property
