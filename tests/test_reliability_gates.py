@@ -458,3 +458,12 @@ def test_a_system_whose_liouvillian_cannot_be_held_is_refused_before_it_is_built
         nm.System(np.diag(np.arange(400.0)))
     with pytest.raises(ValueError, match="TimeDependentSystem: a system of dimension 3000"):
         nm.TimeDependentSystem(lambda t: np.identity(3000))
+
+
+def test_a_sweep_point_that_fails_while_running_leaves_nothing_written(tmp_path):
+    failing = "[sweep]\nbath.alpha = [0.1, 1e6]\n[parameters]"
+    (tmp_path / "f.toml").write_text(_spec(**{"[parameters]": failing}))
+    result = _cli("run", "f.toml", "-o", "out", "--progress", "silent", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "overflows" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
