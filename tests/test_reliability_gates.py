@@ -124,11 +124,11 @@ def test_the_rule_is_one_function_with_time_and_memory_estimates():
         cost.affordable_run(2000, 2, 0, "demo", members=10**6, unit="member steps", cause="why")
     with pytest.raises(ValueError, match="use a smaller system dimension"):
         cost.affordable_run(1, 10**5, 0, "demo")
-    cost.affordable_run(10**6, 2, 10**6, "fine", 100, members=10)  # nothing to refuse
+    cost.affordable_run(10**6, 2, 10**6, "fine", 10)  # nothing to refuse or warn
 
 
 def test_affordable_runs_of_the_newer_entry_points_still_run():
-    nm.GibbsParameters(n_steps=10**4, epsrel=1e-5)
+    nm.GibbsParameters(n_steps=1000, epsrel=1e-5)
     nm.SystemChain([2] * 1000)
     parameters = nm.TempoParameters(dt=0.1, tcut=0.3, epsrel=1e-5)
     tempo = nm.MeanFieldTempo(_mean_field_system(), [_bath()], parameters, [UP], 1.0)
@@ -467,3 +467,11 @@ def test_a_sweep_point_that_fails_while_running_leaves_nothing_written(tmp_path)
     assert result.returncode == 1, result.stderr
     assert "overflows" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+def test_a_long_full_memory_run_is_warned_with_its_least_time():
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6)
+    with pytest.warns(UserWarning, match="1e\\+08 site updates: at least 16.7 minutes"):
+        nm.PtTempo(_bath(), 0.0, 1000.0, parameters)
+    with pytest.warns(UserWarning, match="at least 1.16 days .*fewer imaginary-time steps"):
+        nm.GibbsParameters(n_steps=10**5, epsrel=1e-6)

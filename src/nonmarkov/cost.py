@@ -8,6 +8,8 @@ the argument that set the size (``cause``). The rule:
   points; at ten microseconds a unit, hours at the least);
 - window work: a memory window of ``window`` points updated at each of
   ``num_steps`` steps, at most :data:`MAX_WINDOW_UPDATES` site updates;
+- a window run whose least time exceeds :data:`LONG_RUN_WARNING_SECONDS` runs,
+  with a ``UserWarning`` giving that estimate;
 - memory: the recorded states, a memory window of bond 1, the Liouvillians
   (d^2, d^2) and ``held_bytes`` of bookkeeping together in at most half of this
   machine's physical memory.
@@ -22,6 +24,7 @@ algorithms (``methods/checks.affordable_run`` is this function).
 from __future__ import annotations
 
 import os
+import warnings
 
 #: the most units of work (steps x members / sites / grid points) one run may take
 MAX_STEPS = 10**9
@@ -29,6 +32,8 @@ MAX_STEPS = 10**9
 MAX_WINDOW_UPDATES = 10**11
 #: the least time one unit of work takes on any machine (seconds), for the estimate
 UNIT_SECONDS = 1e-5
+#: a window run whose least time is longer than this (seconds) is warned with the estimate
+LONG_RUN_WARNING_SECONDS = 600.0
 #: bytes of one complex128 number
 _COMPLEX = 16
 
@@ -95,6 +100,16 @@ def affordable_run(
             f"are {updates:.3g} site updates (the limit is {MAX_WINDOW_UPDATES:.0e}, at least "
             f"{_duration(updates * UNIT_SECONDS)}); "
             + (remedy or "use a shorter memory cut (tcut/dkmax) or fewer steps")
+        )
+    if memory is not None and work * int(memory) * UNIT_SECONDS > LONG_RUN_WARNING_SECONDS:
+        updates = work * int(memory)
+        warnings.warn(
+            f"{method}: {num_steps:.3g} steps over a memory window of up to {memory:.3g} points"
+            f"{why} are {updates:.3g} site updates: at least "
+            f"{_duration(updates * UNIT_SECONDS)} at {UNIT_SECONDS:g} s an update (more at "
+            "larger bonds); " + (remedy or "a shorter memory cut (tcut/dkmax) makes it shorter"),
+            UserWarning,
+            stacklevel=3,
         )
     states = int(recorded) * dimension**2 * _COMPLEX
     if states > budget:
