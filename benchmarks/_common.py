@@ -69,31 +69,20 @@ def spin_boson_model():
     return nm, system, bath, nm.operators.spin_dm("up")
 
 
-#: Settings of a JAX run ("svd=qr,sitewise=on"): key -> (field of
-#: ``nonmarkov.options.EngineOptions``, environment variable of its default).
+#: Settings of a JAX run ("svd=qr,compiled=on"): key -> (field of
+#: ``nonmarkov.options.EngineOptions``, its valid values, the environment variable
+#: of its default or None).
 JAX_SETTINGS = {
-    "svd": ("svd", "NONMARKOV_JAX_SVD"),
-    "sitewise": ("sitewise", "NONMARKOV_JAX_SITEWISE"),
-    "levels": ("site_levels", "NONMARKOV_JAX_SITE_LEVELS"),
-    "host_start": ("host_start", "NONMARKOV_JAX_HOST_START"),
+    "svd": ("svd", ("default", "qr", "divide_and_conquer"), "NONMARKOV_JAX_SVD"),
+    "compiled": ("compiled", ("auto", "on", "off"), None),
+    "device": ("device", ("auto", "host", "accelerator"), "NONMARKOV_JAX_DEVICE"),
 }
-JAX_SETTINGS_HELP = (
-    "'default' or KEY=VALUE,... with KEY one of svd, sitewise, levels "
-    "(site_levels), host_start (on/off)"
-)
+JAX_SETTINGS_HELP = "'default' or KEY=VALUE,... with KEY one of svd, compiled (auto/on/off), device"
 
 
 def jax_settings(label: str) -> dict[str, str]:
     """The settings of a JAX run label, checked: {} for "default", else {key: value}
     for "key=value,..." (keys of :data:`JAX_SETTINGS`). Raises ValueError."""
-    from nonmarkov import config
-
-    valid = {
-        "svd": config.VALID_JAX_SVD,
-        "sitewise": config.VALID_JAX_SITEWISE,
-        "levels": config.VALID_JAX_SITE_LEVELS,
-        "host_start": config.VALID_JAX_HOST_START,
-    }
     if label == "default":
         return {}
     settings = {}
@@ -101,28 +90,30 @@ def jax_settings(label: str) -> dict[str, str]:
         key, _, value = item.partition("=")
         if key not in JAX_SETTINGS:
             raise ValueError(f"unknown setting {key!r} in {label!r}; valid: {sorted(JAX_SETTINGS)}")
-        if value not in valid[key]:
-            raise ValueError(f"{key}={value!r} in {label!r}: valid values are {list(valid[key])}")
+        if value not in JAX_SETTINGS[key][1]:
+            valid = list(JAX_SETTINGS[key][1])
+            raise ValueError(f"{key}={value!r} in {label!r}: valid values are {valid}")
         settings[key] = value
     return settings
 
 
 def jax_options(label: str, base=None):
-    """``nonmarkov.options.EngineOptions``: ``base`` (default: the library default, whose
-    fields come from the NONMARKOV_JAX_* environment) with the settings of ``label``."""
+    """``nonmarkov.options.EngineOptions``: ``base`` (default: the library default) with
+    the settings of ``label``."""
     from nonmarkov.options import default_options
 
-    changes = {
-        JAX_SETTINGS[key][0]: (value == "on" if key == "host_start" else value)
-        for key, value in jax_settings(label).items()
-    }
+    changes = {JAX_SETTINGS[key][0]: value for key, value in jax_settings(label).items()}
     return (default_options() if base is None else base).replace(**changes)
 
 
 def jax_environment(label: str) -> dict[str, str]:
-    """The settings of ``label`` as assignments of the environment variables that give
-    the options' defaults (for ``env``)."""
-    return {JAX_SETTINGS[key][1]: value for key, value in jax_settings(label).items()}
+    """The settings of ``label`` that have an environment variable, as its assignments
+    (for ``env``)."""
+    return {
+        JAX_SETTINGS[key][2]: value
+        for key, value in jax_settings(label).items()
+        if JAX_SETTINGS[key][2] is not None
+    }
 
 
 def options_record(options) -> dict:

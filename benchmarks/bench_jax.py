@@ -26,27 +26,28 @@ is also printed separately).
 Every run happens in its own process. For each problem the table gives the
 NumPy time, the JAX time of a cold process (with compilation; the
 compilation part separately: seconds the steps waited for it + seconds
-compiled in the background thread, overlapping the steps; ``host``: steps run
-on the host while the first kernel compiled, the ``host_start`` engine option:
-``JaxWindowEngine.host_steps``), the JAX time of a second process that finds
+compiled in the background thread, overlapping the steps; ``host/comp``: the
+window steps the JAX engine ran with the NumPy kernels on the host and compiled,
+as its planner chose: ``JaxWindowEngine.stats``), the JAX time of a second
+process that finds
 the kernels in a persistent compilation cache (warm), the ratios to NumPy and
 max |rho_numpy - rho_jax| over all time points.
 
     python benchmarks/bench_jax.py [--problems B1 B3 S1] [--end-time T | B3=T ...]
         [--jax-platform cpu|cuda] [--no-warm] [--backends numpy jax]
         [--numpy-blas-threads N] [--jax-cache DIR] [--trace-chunks]
-        [--jax-options svd=qr,sitewise=on,levels=off,host_start=on] [--json out.json]
+        [--jax-options svd=qr,compiled=on] [--json out.json]
 
 The JAX runs take their engine options (``nonmarkov.options.EngineOptions``)
-from the library default (whose ``svd``, ``sitewise``, ``site_levels`` and
-``host_start`` come from the NONMARKOV_JAX_* environment variables) with the
-changes of ``--jax-options`` (default: none), passed as ``options=`` to
+from the library default (whose ``svd`` and ``device`` come from the
+NONMARKOV_JAX_* environment variables) with the changes of ``--jax-options``
+(default: none), passed as ``options=`` to
 ``Tempo``/``PtTempo``/``compute_dynamics``; each record keeps them
 (``options``, and ``svd`` as before).
 
-``--trace-chunks`` prints every chunk of compiled steps of the JAX runs
-(steps, bond bucket, window sites, seconds) and a progress bar of the NumPy
-runs, to follow a long run.
+``--trace-chunks`` prints the JAX window engine's changes of plan (step, host
+or compiled, bucket, why) and its statistics, and a progress bar of the NumPy
+runs.
 
 ``--precision-check`` instead compares single with double precision on both
 backends (in this process): B1 (spin-boson, t in [0, 10]) and an
@@ -104,34 +105,28 @@ def _model(spin: str):
     return nm, nm.System(hamiltonian), nm.Bath(coupling, bath.correlations), rho0
 
 
-def _trace_chunks() -> None:
-    """Print every chunk of compiled steps to stderr (steps, bucket, sites, seconds).
-
-    Diagnostics only: wraps ``CompiledWindow._run_chunk`` (a chunk is the window's own
-    unit of work, which the engine interface does not show) and reads its site count.
-    """
-    from nonmarkov.engines.jax import window
-
-    run_chunk = window.CompiledWindow._run_chunk
-
-    def traced(self, propagators):
-        start, bond, redos = time.perf_counter(), self.bond, self.redos
-        result = run_chunk(self, propagators)
-        print(
-            f"chunk: {len(propagators):2d} steps, bucket {bond}->{self.bond}, "
-            f"{getattr(self, '_count', '?')} sites, largest rank {self.max_rank_seen}, "
-            f"redone {self.redos - redos}, {time.perf_counter() - start:.2f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-        return result
-
-    window.CompiledWindow._run_chunk = traced
+def _trace_decisions(engine: object) -> None:
+    """Print the window engine's changes of plan (step, where, bucket, why) and its
+    statistics to stderr (the JAX engine's ``stats``)."""
+    stats = getattr(engine, "stats", None)
+    if stats is None:
+        return
+    for step, where, bond, reason in stats.decisions:
+        print(f"step {step}: {where}, bucket {bond} ({reason})", file=sys.stderr)
+    print(f"stats: {stats}", file=sys.stderr, flush=True)
 
 
-def _host_steps(engine: object) -> int:
-    """Steps the window engine ran on the host (JAX host start; 0 on NumPy or without one)."""
-    return int(getattr(engine, "host_steps", 0) or 0)
+def _stats(engine: object) -> dict:
+    """Host and compiled steps and kernels compiled by the JAX window engine (zeros on
+    NumPy)."""
+    stats = getattr(engine, "stats", None)
+    if stats is None:
+        return {"host_steps": 0, "compiled_steps": 0, "kernels_compiled": 0}
+    return {
+        "host_steps": stats.host_steps,
+        "compiled_steps": stats.compiled_steps,
+        "kernels_compiled": stats.kernels_compiled,
+    }
 
 
 def run_worker(
@@ -144,15 +139,13 @@ def run_worker(
     nm, system, bath, rho0 = _model(spec["spin"])
     backend = nm.backends.get_backend()
     progress = "bar" if trace and backend == "numpy" else "silent"
-    if trace and backend == "jax":
-        _trace_chunks()
     compile_seconds = [0.0, 0.0]
     if backend == "jax":
         import jax
 
         def listener(event: str, duration: float, **_: object) -> None:
             # [0]: what the computing thread waited for; [1]: kernels compiled in the
-            # background (host start, site by site ahead), which overlap the steps
+            # background while host steps ran, which overlap the steps
             if event in COMPILE_EVENTS:
                 main = threading.current_thread() is threading.main_thread()
                 compile_seconds[0 if main else 1] += duration
@@ -193,7 +186,9 @@ def run_worker(
     record["tempo_s"] = time.perf_counter() - start
     record["compile_s"] = compile_seconds[0]
     record["compile_ahead_s"] = compile_seconds[1]
-    record["host_steps"] = _host_steps(engine)
+    record.update(_stats(engine))
+    if trace:
+        _trace_decisions(engine)
     record["steps"] = len(dynamics) - 1
     states = np.asarray(dynamics.states)
     record["states_re"] = states.real.tolist()
@@ -202,15 +197,9 @@ def run_worker(
 
 
 def _window_dtype(engine: object) -> np.dtype:
-    """The dtype the window engine holds its window in.
-
-    The host engine shows its window (``window``); the JAX engine's compiled window
-    has no public dtype, so its padded front (``compiled._front``) is read.
-    """
-    window = getattr(engine, "window", None)
-    if window:
-        return np.dtype(window[0].dtype)
-    return np.dtype(engine.compiled._front.dtype)
+    """The dtype of the window engine's window (through ``host_window``)."""
+    window, _ = engine.host_window()
+    return np.dtype(window[-1].dtype)
 
 
 def precision_check() -> list[str]:
@@ -303,10 +292,10 @@ def _table_rows(
     compile_text = (
         f"{cold['compile_s']:.2f}+{cold.get('compile_ahead_s', 0.0):.2f}" if cold else "-"
     )
-    host = str(cold.get("host_steps", "-")) if cold else "-"
+    host = f"{cold.get('host_steps', '-')}/{cold.get('compiled_steps', '-')}" if cold else "-"
     rows = [
         f"{problem:8} {first['steps']:5d} {first['max_bond_dimension']:5d} "
-        f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>10} {host:>5} "
+        f"{seconds(numpy_record):>8} {seconds(cold):>10} {compile_text:>10} {host:>9} "
         f"{seconds(warm):>10} {ratio(cold):>7} {ratio(warm):>7} {deviation:>9}  "
         f"{cold['device'] if cold else '-'}"
     ]
@@ -435,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         numpy_env["NONMARKOV_BLAS_THREADS"] = str(args.numpy_blas_threads)
     header = (
         f"{'problem':8} {'steps':>5} {'bond':>5} {'numpy s':>8} {'jax cold s':>10} "
-        f"{'compile s':>10} {'host':>5} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
+        f"{'compile s':>10} {'host/comp':>9} {'jax warm s':>10} {'cold/np':>7} {'warm/np':>7} "
         f"{'max|drho|':>9}  jax device"
     )
     rows = []

@@ -22,8 +22,12 @@ fastest run that is at least as accurate together with every tighter epsrel of i
     python benchmarks/bench_large_bonds.py [--problems S1 HB SB L3]
         [--epsrels 1e-5 1e-6] [--nm-epsrels 1e-5 1e-6 1e-7] [--nm-sweeps zip_up exact]
         [--reference-epsrel 1e-8] [--reference-sweep zip_up|exact]
-        [--reference-cache DIR] [--threads 1]
+        [--reference-cache DIR] [--threads 1] [--nm-backends numpy jax]
         [--oqupy-python PATH] [--no-oqupy] [--json OUT]
+
+``--nm-backends numpy jax`` runs every nonmarkov run on each backend (each in a
+fresh process; JAX cold: its persistent compilation cache off), and prints the
+JAX / NumPy time of each pair after the table, with the bonds and errors of both.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ def main() -> None:
     parser.add_argument("--reference-sweep", default="zip_up", choices=["zip_up", "exact"])
     parser.add_argument("--reference-cache", default=None)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--nm-backends", nargs="+", default=["numpy"], choices=["numpy", "jax"])
     parser.add_argument("--oqupy-python", default=None, help=OQUPY_PYTHON_HELP)
     parser.add_argument("--no-oqupy", action="store_true")
     parser.add_argument("--json", default=None)
@@ -122,10 +127,19 @@ def main() -> None:
     for problem in args.problems:
         reference = _reference(problem, args, env)
         runs = []
+        pairs = []
         for epsrel in args.nm_epsrels or args.epsrels:
             for sweep in args.nm_sweeps:
-                record = _run(sys.executable, "nonmarkov", problem, epsrel, env, sweep)
-                runs.append((f"nonmarkov {sweep}", epsrel, record))
+                pair = {}
+                for backend in args.nm_backends:
+                    backend_env = {**env, "NONMARKOV_BACKEND": backend}
+                    if backend == "jax":
+                        backend_env["NONMARKOV_JAX_CACHE_DIR"] = "off"  # cold
+                    record = _run(sys.executable, "nonmarkov", problem, epsrel, backend_env, sweep)
+                    suffix = "" if backend == "numpy" else " jax"
+                    runs.append((f"nonmarkov {sweep}{suffix}", epsrel, record))
+                    pair[backend] = record
+                pairs.append((sweep, epsrel, pair))
         for epsrel in args.epsrels if oqupy else []:
             runs.append(("oqupy 0.5.0", epsrel, _run(oqupy, "oqupy", problem, epsrel, env)))
         for code, epsrel, record in runs:
@@ -138,7 +152,21 @@ def main() -> None:
                 f"{wall['pt_build']:8.2f} {wall['dynamics']:7.2f} {record['error']:9.2e}",
                 flush=True,
             )
-        ours = [record for code, _, record in runs if code.startswith("nonmarkov")]
+        for sweep, epsrel, pair in pairs:
+            if "numpy" in pair and "jax" in pair:
+                on_numpy, on_jax = pair["numpy"], pair["jax"]
+                matched.append(
+                    f"{problem:7s} {sweep} {epsrel:7.2g}: JAX / NumPy time "
+                    f"{_total(on_jax) / _total(on_numpy):.2f} ({_total(on_jax):.2f} s / "
+                    f"{_total(on_numpy):.2f} s), bonds {on_jax['max_bond_dimension']} / "
+                    f"{on_numpy['max_bond_dimension']}, errors {on_jax['error']:.2e} / "
+                    f"{on_numpy['error']:.2e}"
+                )
+        ours = [
+            record
+            for code, _, record in runs
+            if code.startswith("nonmarkov") and not code.endswith(" jax")
+        ]
         for code, epsrel, theirs in runs:
             if not code.startswith("oqupy"):
                 continue
@@ -163,7 +191,8 @@ def main() -> None:
                     f"{_total(theirs) / _total(robust):.2f}x"
                 )
     if matched:
-        print("\nmatched accuracy (OQuPy time / fastest nonmarkov run at least as accurate):")
+        print("\nJAX against NumPy, and matched accuracy (OQuPy time / fastest nonmarkov run")
+        print("at least as accurate):")
         print("\n".join(matched))
     if args.json:
         with open(args.json, "w") as handle:

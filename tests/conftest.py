@@ -26,13 +26,12 @@ Every test runs with the session backend: a test that switches backend or
 precision gets the session state back afterwards (autouse fixture), so one
 test cannot change what the next one runs on.
 
-On JAX, TEMPO and PT-TEMPO run the first steps of a window with a memory cut
-on the host with NumPy while the step kernel compiles
-(the ``host_start`` engine option), as many as fit in the compile time. The
-suite keeps the host start on but makes every choice that depends on measured
-time deterministic (``EngineOptions(deterministic=True)``, autouse fixture): a
-fixed number of host steps, then the compiled kernels, so that runs repeat bit
-for bit and both are checked.
+On JAX, a window runs its steps with the NumPy kernels on the host or with the
+compiled zip-up step, as the planner decides from the steps left and measured
+times (``nonmarkov.engines.jax.planner``). The suite makes every choice that
+depends on measured time deterministic (``EngineOptions(deterministic=True)``,
+autouse fixture: modelled times, compilations waited for), so that runs repeat
+bit for bit; tests of the compiled steps ask for them with ``compiled='on'``.
 
 Both backends run the same window sweep (``'zip_up'`` by default), so the
 NumPy references that the JAX tests compare with need no special options.

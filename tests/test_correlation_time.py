@@ -86,9 +86,9 @@ def test_the_error_of_the_memory_cut_falls_with_the_extra_time():
 
 
 def test_compiled_windows_from_the_first_step_lump_as_the_host(backend_name):
-    """Without the host start every step of a JAX window runs compiled (on NumPy the
+    """With ``compiled='on'`` every step of a JAX window runs compiled (on NumPy the
     option changes nothing); a lumped coupling that changes at every step (inf)."""
-    options = EngineOptions(host_start=False, chunk=4)
+    options = EngineOptions(compiled="on", chunk=4)
     for extra in (2.0, math.inf):
         assert abs(tempo_coherence(extra, options) - tempo_coherence(extra)) < 1e-10
         assert abs(pt_coherence(extra, options) - pt_coherence(extra)) < 1e-10

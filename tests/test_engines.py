@@ -1,7 +1,8 @@
 """The engine interface (``nonmarkov.engines``), tested through the interface.
 
 Every window engine available (``HostWindowEngine`` on NumPy; ``JaxWindowEngine``
-with and without the host start when JAX is installed) runs windows built
+with its compiled zip-up steps and as its planner chooses, when JAX is installed) runs
+windows built
 from a :class:`~nonmarkov.engines.base.WindowSpec` the way TEMPO and PT-TEMPO
 build them; every chain engine runs the same :class:`~nonmarkov.engines.base.ChainRun`:
 
@@ -59,13 +60,29 @@ from nonmarkov.methods.pt_tempo import first_point, pt_window_spec
 
 @dataclasses.dataclass
 class Kind:
-    """One engine: its name, the backend it runs on, how to make it, and the host steps
-    it runs on a window with a memory cut."""
+    """One engine: its name, the backend it runs on, how to make it, and whether its
+    steps run compiled (None: as the planner chooses; a kernel already compiled in the
+    process makes even a short run compiled)."""
 
     name: str
     backend: str
     make: Callable[..., Any]
-    host_steps: int = 0
+    compiled: bool | None = False
+
+    def check(self, engine: Any) -> None:
+        """The engine ran its steps where this kind says (the JAX engine's statistics)."""
+        stats = getattr(engine, "stats", None)
+        if stats is None:
+            assert not self.compiled
+            return
+        assert stats.compiled_steps + stats.host_steps > 0
+        if self.compiled is None:
+            return
+        assert (stats.compiled_steps > 0) == self.compiled, stats
+        # compiled steps go on on the host where a bond outgrows the compiled regime
+        host_reasons = [reason for _, where, _, reason in stats.decisions if where == "host"]
+        assert (stats.host_steps > 0) == (not self.compiled or bool(host_reasons)), stats
+        assert all("sketch" in reason for reason in host_reasons) or not self.compiled
 
     def active(self) -> contextlib.AbstractContextManager:
         return backends.use_backend(self.backend, "double")
@@ -76,21 +93,20 @@ def session_options(**changes):
     return nm.options.default_options().replace(deterministic=True, **changes)
 
 
-@pytest.fixture(params=["host", "jax", "jax-host-start"])
+@pytest.fixture(params=["host", "jax-compiled", "jax-planned"])
 def window_kind(request) -> Kind:
     if request.param == "host":
         return Kind("host", "numpy", lambda spec: HostWindowEngine(spec, session_options()))
     pytest.importorskip("jax")
-    from nonmarkov.engines.jax import scheduling
-    from nonmarkov.engines.jax.engine import JaxWindowEngine
+    from nonmarkov.engines.jax.window import JaxWindowEngine
 
-    host_start = request.param == "jax-host-start"
-    options = session_options(host_start=host_start)
+    compiled = request.param == "jax-compiled"
+    options = session_options(compiled="on" if compiled else "auto")
     return Kind(
         request.param,
         "jax",
-        lambda spec: JaxWindowEngine(spec, options),
-        scheduling.DETERMINISTIC_HOST_STEPS if host_start else 0,
+        lambda spec: JaxWindowEngine(spec, options, numpy.complex128),
+        True if compiled else None,
     )
 
 
@@ -178,7 +194,7 @@ def test_a_trace_window_reads_out_tempos_states_on_every_engine(window_kind):
     system, bath, rho0 = spin_boson()
     problem = trace_problem(system, bath, rho0, SPIN_BOSON, 20)
     states, ranks, engine = run_trace(window_kind, problem)
-    assert getattr(engine, "host_steps", 0) == window_kind.host_steps
+    window_kind.check(engine)
     expected, expected_ranks, _ = run_trace(
         Kind("host", "numpy", HostWindowEngine), problem, calls=()
     )
@@ -201,7 +217,7 @@ def test_a_trace_window_gives_the_exact_independent_boson_coherence(window_kind)
     parameters = nm.TempoParameters(dt=dt, epsrel=1e-10)
     problem = trace_problem(system, bath, rho0, parameters, steps)
     states, _, engine = run_trace(window_kind, problem, calls=(2,))
-    assert getattr(engine, "host_steps", 0) == 0  # no memory cut: no host start
+    window_kind.check(engine)
     states = numpy.concatenate([problem.first_state[None], states])
     exact = independent_boson_exact(
         rho0,
@@ -285,7 +301,7 @@ def test_a_finalize_window_gives_pt_tempos_process_tensor_on_every_engine(window
     ``nm.PtTempo`` (NumPy)."""
     influence, spec = finalize_problem()
     finalised, ranks, window, log_scale, engine = run_finalize(window_kind, spec)
-    assert getattr(engine, "host_steps", 0) == window_kind.host_steps
+    window_kind.check(engine)
     reference = run_finalize(Kind("host", "numpy", HostWindowEngine), spec, calls=())
     # the bonds chain: finalised sites M[l, c, r] oldest first (r towards the older),
     # then the window oldest first, its front (1, x, k) last
@@ -317,6 +333,44 @@ def test_a_finalize_window_gives_pt_tempos_process_tensor_on_every_engine(window
     )
     numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
     numpy.testing.assert_allclose(states, pt_dynamics(built), rtol=0, atol=1e-10)
+
+
+def test_the_jax_window_moves_between_host_and_compiled_steps():
+    """A window handed over mid-run through ``host_window``/``load_window``: host
+    steps, then compiled ones from the loaded window, then host steps again from the
+    compiled window; the finalised sites and the window at the end are those of the
+    host engine (to rounding, up to gauges: through the dynamics of the process tensor)."""
+    pytest.importorskip("jax")
+    from nonmarkov.engines.jax.window import JaxWindowEngine
+
+    # small bonds (the compiled regime) and no truncation decision near its threshold
+    parameters = nm.TempoParameters(dt=PT_PARAMETERS.dt, epsrel=1e-6, dkmax=PT_PARAMETERS.dkmax)
+    bath = spin_boson(alpha=0.1, temperature=0.5)[1]
+    influence = DiscretisedInfluence.from_parameters(bath, parameters)
+    front, log_scale = first_point(influence)
+    spec = pt_window_spec(influence, front, log_scale, parameters.epsrel, parameters.dkmax)
+    reference = run_finalize(Kind("host", "numpy", HostWindowEngine), spec, calls=())
+    finalised = []
+    with backends.use_backend("jax", "double"):
+        host = HostWindowEngine(spec, session_options())
+        with backends.use_backend("numpy", "double"):
+            finalised += host.advance_finalize(4)[0]
+            window, log_scale = host.host_window()
+        engine = JaxWindowEngine(spec, session_options(compiled="on"), numpy.complex128)
+        engine.load_window(window, log_scale, steps=4)
+        finalised += engine.advance_finalize(5)[0]
+        assert engine.stats.compiled_steps == 5 and engine.stats.host_steps == 0
+        window, log_scale = engine.host_window()
+        planned = JaxWindowEngine(spec, session_options(compiled="off"), numpy.complex128)
+        planned.load_window(window, log_scale, steps=9)
+        finalised += planned.advance_finalize(PT_STEPS - 10)[0]
+        assert planned.stats.host_steps == PT_STEPS - 10
+        window, log_scale = planned.host_window()
+    assert [s is None for s, _ in finalised] == [s is None for s, _ in reference[0]]
+    assert [site.shape for site in window] == [site.shape for site in reference[2]]
+    _, states = contracted(influence, finalised, window, log_scale)
+    _, expected = contracted(influence, reference[0], reference[2], reference[3])
+    numpy.testing.assert_allclose(states, expected, rtol=0, atol=1e-10)
 
 
 # --------------------------------------------------------------------------
@@ -466,11 +520,11 @@ def test_the_active_backend_chooses_the_engines():
         assert isinstance(window_engine(spec), HostWindowEngine)
         assert type(chain_engine()) is HostChainEngine
     with pytest.raises(TypeError, match="options"):
-        window_engine(spec, {"host_start": False})
+        window_engine(spec, {"compiled": "on"})
     pytest.importorskip("jax")
-    from nonmarkov.engines.jax.engine import JaxChainEngine, JaxWindowEngine
+    from nonmarkov.engines.jax.engine import JaxChainEngine
+    from nonmarkov.engines.jax.window import JaxWindowEngine
 
     with backends.use_backend("jax", "double"):
-        engine = window_engine(spec, session_options(initial_bond=6))
-        assert isinstance(engine, JaxWindowEngine) and engine.compiled.bond == 6
+        assert isinstance(window_engine(spec, session_options()), JaxWindowEngine)
         assert isinstance(chain_engine(), JaxChainEngine)

@@ -7,11 +7,10 @@ import numpy
 import pytest
 
 import nonmarkov as nm
+from models import spin_boson
 from nonmarkov import backends
 from nonmarkov.engines.jax import planner
 from nonmarkov.options import EngineOptions
-
-from models import spin_boson
 
 
 def stats(**changes) -> planner.WindowStats:
@@ -49,7 +48,10 @@ def test_the_planner_chunks_grow_while_the_ranks_hold():
         plan = planner.next_plan(plan, stats(largest_rank=rank, largest_seen=6), options)
         lengths.append(plan.chunk)
     assert lengths == [2, 4, 8, 8, 1, 1]
-    assert planner.grown(plan, 9) >= 13  # with headroom: fewer kernels per run
+    assert planner.grown(plan, 9, 3, 4).bond >= 14  # with headroom: fewer kernels per run
+    # not beyond the compiled regime while the rank fits in it; else the host
+    assert planner.grown(plan, 15, 3, 4).bond == 16  # (24 with headroom: a sketch)
+    assert planner.grown(plan, 21, 3, 4).where == planner.HOST
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ The environment is read once, at import, and validated:
   ``single`` (complex64/float32).
 - ``NONMARKOV_PROGRESS``: ``bar`` (default), ``simple`` or ``silent``, the
   default ``progress_type`` of long computations (:mod:`nonmarkov.progress`).
-- ``NONMARKOV_JAX_CACHE_DIR``: a directory for JAX's persistent compilation
-  cache (compiled kernels are reused by later processes); unset or empty: no
-  cache. It is created when the JAX backend is first used; an existing path
-  that is not a directory is an error.
-- ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_SITEWISE``, ``NONMARKOV_JAX_SITE_LEVELS``,
-  ``NONMARKOV_JAX_HOST_START``, ``NONMARKOV_JAX_DEVICE``: the library defaults of
-  the JAX engine's options (:class:`nonmarkov.options.EngineOptions`: ``svd``,
-  ``sitewise``, ``site_levels``, ``host_start``, ``device``), read here once;
+- ``NONMARKOV_JAX_CACHE_DIR``: the directory of JAX's persistent compilation
+  cache (compiled kernels are reused by later processes); unset or empty: the
+  user's cache directory (``$XDG_CACHE_HOME/nonmarkov/jax``, by default
+  ``~/.cache/nonmarkov/jax``); ``off``: no cache. It is created when the JAX
+  backend is first used; an existing path that is not a directory is an error.
+- ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_DEVICE``: the library defaults of the
+  JAX engine's options (:class:`nonmarkov.options.EngineOptions`: ``svd``,
+  ``device``), read here once;
   the options themselves are passed to the algorithms (``options=``) or set
   once with :func:`nonmarkov.options.set_default_options`.
 """
@@ -34,9 +34,6 @@ VALID_BACKENDS = ("numpy", "jax")
 VALID_PRECISIONS = ("double", "single")
 VALID_PROGRESS_TYPES = ("bar", "simple", "silent")
 VALID_JAX_SVD = ("default", "qr", "divide_and_conquer")
-VALID_JAX_SITEWISE = ("auto", "on", "off")
-VALID_JAX_SITE_LEVELS = ("auto", "on", "off")
-VALID_JAX_HOST_START = ("on", "off")
 #: where the JAX engines run a computation: chosen by its size (``auto``), always on
 #: the host CPU, or always on the accelerator (:mod:`nonmarkov.engines.jax.placement`)
 VALID_JAX_DEVICES = ("auto", "host", "accelerator")
@@ -71,9 +68,6 @@ BACKEND = _from_environment("NONMARKOV_BACKEND", "numpy", VALID_BACKENDS)
 PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
-JAX_SITEWISE = _from_environment("NONMARKOV_JAX_SITEWISE", "auto", VALID_JAX_SITEWISE)
-JAX_SITE_LEVELS = _from_environment("NONMARKOV_JAX_SITE_LEVELS", "auto", VALID_JAX_SITE_LEVELS)
-JAX_HOST_START = _from_environment("NONMARKOV_JAX_HOST_START", "on", VALID_JAX_HOST_START)
 JAX_DEVICE = _from_environment("NONMARKOV_JAX_DEVICE", "auto", VALID_JAX_DEVICES)
 
 
@@ -94,11 +88,20 @@ def check_cache_dir(path: object, what: str = "cache directory") -> str:
     return text
 
 
+#: the value of ``NONMARKOV_JAX_CACHE_DIR`` that switches the persistent cache off
+CACHE_OFF = "off"
+
+
 def _cache_dir_from_environment(variable: str) -> str | None:
     raw = os.environ.get(variable)
-    if raw is None or raw.strip() == "":
+    if raw is not None and raw.strip().lower() == CACHE_OFF:
         return None
+    if raw is None or raw.strip() == "":
+        base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join("~", ".cache")
+        return check_cache_dir(os.path.join(base, "nonmarkov", "jax"), "the default cache")
     return check_cache_dir(raw.strip(), f"value of the environment variable {variable}")
 
 
 JAX_CACHE_DIR = _cache_dir_from_environment("NONMARKOV_JAX_CACHE_DIR")
+#: whether JAX_CACHE_DIR is the default one (not named by the environment variable)
+JAX_CACHE_IS_DEFAULT = not os.environ.get("NONMARKOV_JAX_CACHE_DIR", "").strip()

@@ -7,13 +7,11 @@ truncates in; docs/truncation_weights.md); the others choose how the JAX engine 
 factorises, schedules and compiles. Pass one to an algorithm
 (``options=EngineOptions(...)``) or set the library default once:
 
-    nonmarkov.set_default_options(host_start=False)
-    with nonmarkov.options.use_options(sitewise="off"): ...
+    nonmarkov.set_default_options(compiled="off")
+    with nonmarkov.options.use_options(device="host"): ...
 
-The defaults of ``svd``, ``sitewise``, ``site_levels``, ``host_start`` and
-``device`` come from the environment variables ``NONMARKOV_JAX_SVD``,
-``NONMARKOV_JAX_SITEWISE``, ``NONMARKOV_JAX_SITE_LEVELS``,
-``NONMARKOV_JAX_HOST_START`` and ``NONMARKOV_JAX_DEVICE``, read once at import
+The defaults of ``svd`` and ``device`` come from the environment variables
+``NONMARKOV_JAX_SVD`` and ``NONMARKOV_JAX_DEVICE``, read once at import
 (:mod:`nonmarkov.config`).
 """
 
@@ -43,7 +41,8 @@ class EngineOptions:
         from the oldest site, then an exact cut of that state; bonds never grow
         by the carrier's num_rows), ``'exact'`` (couple without truncation, then
         the optimal cut of the exact product), or ``'auto'``: ``'zip_up'``. Both
-        backends run the same sweep and agree to rounding.
+        backends run the same sweep and agree to rounding (on JAX the exact sweep
+        runs with the NumPy kernels on the host).
     compiled : whether the JAX window engine runs the zip-up steps compiled:
         ``'auto'`` (where the steps left repay the compilation and the compiled
         step is the host's algorithm; :mod:`nonmarkov.engines.jax.planner`),
@@ -51,26 +50,16 @@ class EngineOptions:
         kernels on the host).
     svd : the SVD algorithm of the compiled steps: ``'default'`` (JAX's choice
         for the device), ``'qr'`` or ``'divide_and_conquer'``.
-    sitewise : ``'auto'``, ``'on'`` or ``'off'``: from bond bucket 64 on, run
-        the compiled steps site by site, each site padded to its own bucket
-        (``'auto'``: on CPUs, where it was measured to pay).
-    site_levels : ``'auto'``, ``'on'`` or ``'off'``: let the whole-step kernel
-        of a large bucket also work on each site at a few smaller sizes, the
-        smallest that holds the site (``'auto'``: on CPUs).
-    host_start : run the first steps of a window with a memory cut on the host
-        with NumPy while the step kernel compiles in the background.
-    initial_bond : the first bond bucket of a compiled window (a smaller bond
-        is padded up to it).
     chunk : the most compiled steps between two fetches of their results.
     device : where the JAX engines run: ``'auto'`` (by the size of the problem:
         small windows and chains on the host CPU, large ones on the accelerator
         when there is one; :mod:`nonmarkov.engines.jax.placement`), ``'host'``
         (always the host CPU) or ``'accelerator'`` (always the GPU/TPU; an error
         where there is none).
-    deterministic : replace every choice that depends on measured time (how
-        many host steps run while the kernel compiles, how long a chunk is,
-        whether a bucket shrinks) by a fixed rule, so that a run repeats bit for
-        bit (:mod:`nonmarkov.engines.jax.scheduling`).
+    deterministic : replace every choice that depends on measured time
+        (whether a compilation pays, how long a chunk is) by a fixed model, and
+        wait for a compilation rather than run host steps meanwhile, so that a
+        run repeats bit for bit (:mod:`nonmarkov.engines.jax.planner`).
     truncation_weights : the norm PT-TEMPO's window is truncated in
         (docs/truncation_weights.md): None (the flat norm, the default), a
         number w > 0 (the population classes, s+ = s-, weighted by w, the
@@ -86,10 +75,6 @@ class EngineOptions:
     window_sweep: str = "auto"
     compiled: str = "auto"
     svd: str = config.JAX_SVD
-    sitewise: str = config.JAX_SITEWISE
-    site_levels: str = config.JAX_SITE_LEVELS
-    host_start: bool = config.JAX_HOST_START == "on"
-    initial_bond: int = 10
     chunk: int = 16
     device: str = config.JAX_DEVICE
     deterministic: bool = False
@@ -112,19 +97,15 @@ class EngineOptions:
             "device",
             config.check_choice(self.device, config.VALID_JAX_DEVICES, "device option"),
         )
-        for name in ("sitewise", "site_levels", "compiled"):
-            object.__setattr__(
-                self, name, config.check_choice(getattr(self, name), _CHOICE, f"{name} option")
+        object.__setattr__(
+            self, "compiled", config.check_choice(self.compiled, _CHOICE, "compiled option")
+        )
+        if not isinstance(self.deterministic, bool):
+            raise TypeError(
+                f"the deterministic option must be True or False; got {self.deterministic!r}"
             )
-        for name in ("host_start", "deterministic"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(
-                    f"the {name} option must be True or False; got {getattr(self, name)!r}"
-                )
-        for name, least in (("initial_bond", 1), ("chunk", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"the {name} option must be an integer >= {least}; got {value!r}")
+        if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or self.chunk < 1:
+            raise ValueError(f"the chunk option must be an integer >= 1; got {self.chunk!r}")
 
     def replace(self, **changes: Any) -> EngineOptions:
         """A copy with ``changes`` (field names as above)."""

@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -101,7 +102,7 @@ def enable_compilation_cache(path: Any) -> str:
 
 def compilation_cache_dir() -> str | None:
     """The persistent compilation cache directory in use, or None."""
-    return _cache["dir"]
+    return _cache["dir"] or None
 
 
 def _configure_jax(precision: str) -> None:
@@ -112,7 +113,19 @@ def _configure_jax(precision: str) -> None:
         _settle_jax_work()
     jax.config.update("jax_enable_x64", precision == "double")
     if config.JAX_CACHE_DIR is not None and _cache["dir"] is None:
-        enable_compilation_cache(config.JAX_CACHE_DIR)
+        try:
+            enable_compilation_cache(config.JAX_CACHE_DIR)
+        except OSError as error:  # only the default may be unusable (read-only home)
+            if not config.JAX_CACHE_IS_DEFAULT:
+                raise
+            warnings.warn(
+                f"no persistent JAX compilation cache: the default directory "
+                f"{config.JAX_CACHE_DIR} cannot be created ({error}); set "
+                f"NONMARKOV_JAX_CACHE_DIR to a writable directory or to 'off'",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            _cache["dir"] = ""  # tried once
 
 
 def make_state(name: str, precision: str) -> _State:

@@ -18,13 +18,9 @@ def window_engine(spec: WindowSpec, options: EngineOptions | None = None) -> Win
     """The window engine for ``spec`` on the active backend."""
     options = resolve(options)
     if np.backend_name == "jax":
-        if options.window_sweep == "exact":
-            from .jax.engine import JaxWindowEngine
+        from .jax.window import JaxWindowEngine
 
-            return JaxWindowEngine(spec, options)
-        from .jax.executor import ZipUpWindowEngine
-
-        return ZipUpWindowEngine(spec, options, np.dtype_complex)
+        return JaxWindowEngine(spec, options, np.dtype_complex)
     return HostWindowEngine(spec, options)
 
 

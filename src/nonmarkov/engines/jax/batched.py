@@ -23,8 +23,9 @@ from ...backends.numerical_backend import np, numpy_in_this_thread
 from ..batched import BatchedChainRun, HostBatchedChainEngine, folded
 from ..host import HostChainEngine, in_memory
 from . import placement
-from .chain import SCAN_BYTES, _platform, stack_padded, table_bytes
+from .chain import _platform, stack_padded, table_bytes
 from .compiler import compile_kernel
+from .planner import SCAN_BYTES
 
 
 def _member(
@@ -114,7 +115,7 @@ class JaxBatchedChainEngine(HostBatchedChainEngine):
     :class:`~nonmarkov.engines.batched.BatchedChainEngine`).
 
     A run whose process tensors are in memory, and whose tables of padded step
-    tensors and propagators fit :data:`~.chain.SCAN_BYTES`, runs as one compiled
+    tensors and propagators fit :data:`~.planner.SCAN_BYTES`, runs as one compiled
     ``lax.scan`` vmapped over the members (one transfer in, one out), with
     constant or time-dependent propagators and controls alike. Anything else
     (process tensors read from files, no process tensor) runs the host engine's

@@ -23,9 +23,6 @@ import numpy as default_np
 
 from .compiler import compile_kernel
 
-#: Largest tables of padded step tensors (all process tensors) run by the compiled scan.
-SCAN_BYTES = 2 * 2**30
-
 
 def distinct_steps(tensors: Sequence[Any], caps: Sequence[Any]) -> tuple[list[int], list[int]]:
     """The steps whose (tensor, cap) pair first appears there (the same array objects

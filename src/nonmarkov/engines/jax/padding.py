@@ -1,5 +1,5 @@
-"""Padded arrays on the JAX device: bond buckets and the factorisations that keep
-padding exact.
+"""Padded arrays on the JAX device: the factorisations that keep padding exact
+(the bond buckets are the planner's, :mod:`.planner`).
 
 The compiled kernels work on arrays padded with zeros to a few bucket sizes,
 so that XLA compiles once per bucket. Padding must stay exactly zero: rounding
@@ -9,29 +9,7 @@ CPU up to 100x slower. Requires JAX.
 
 from __future__ import annotations
 
-import math
 from typing import Any
-
-#: Bond dimensions a run may use; the smallest one that holds the wanted ranks is taken.
-#: Steps of at most 25 % below :data:`CHEAP_BOND` (4, 6, 8, 10, 12, 14, 16, 20, ..., 56)
-#: and of at most 12.5 % from there on (64, 72, 80, ..., 128, 144, ...), where a step
-#: costs more than a compilation and a bucket 25 % too large would cost up to ~2x per step.
-BOND_BUCKETS: tuple[int, ...] = tuple(
-    sorted(
-        {4, 6}
-        | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
-        | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}
-    )
-)
-
-
-def bond_bucket(rank: int, minimum: int = 1) -> int:
-    """Smallest bucket size >= max(rank, minimum)."""
-    need = max(int(rank), int(minimum), 1)
-    for size in BOND_BUCKETS:
-        if size >= need:
-            return size
-    return 2 ** math.ceil(math.log2(need))
 
 
 def _jax() -> tuple[Any, Any, Any]:

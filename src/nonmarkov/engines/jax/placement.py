@@ -6,7 +6,7 @@ their problem (:func:`window_work`, :func:`chain_work`) and the ``device``
 engine option (:class:`nonmarkov.options.EngineOptions`):
 
 - ``'auto'`` (default): the accelerator when JAX sees one and the work per
-  dependent kernel of a step is at least :data:`ACCELERATOR_WORK`; else the host
+  dependent kernel of a step is at least :data:`~.planner.ACCELERATOR_WORK`; else the host
   CPU. A step of a small window (TEMPO at bond ~10, B1/B2) is hundreds of small
   dependent kernels, one QR and one SVD per site: on a GPU each waits on its
   launch, and the H200 ran those steps 6-9x slower than NumPy on one core. A
@@ -20,7 +20,7 @@ past the threshold during a run moves to the accelerator once, at the bucket
 growth that crosses it (its arrays are re-padded there anyway), and stays there:
 a bucket that shrinks again does not move it back.
 
-:data:`ACCELERATOR_WORK` is a first guess from the H200 run of 2026-11-30
+:data:`~.planner.ACCELERATOR_WORK` is a first guess from the H200 run of 2026-11-30
 (benchmarks/README.md, "On a GPU"): launch-bound model fitted to B2 (bucket 12,
 work 1.9e5: 2.9 ms per window site on the GPU, 0.33 ms on one CPU core) and to
 the B3 steps at bucket 192 (work 7.6e8: ~0.14 s per site on the GPU against
@@ -43,10 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ... import config
-
-#: Work per dependent kernel of a step (about the multiply-adds of one factorisation
-#: or contraction) from which ``device='auto'`` runs on the accelerator.
-ACCELERATOR_WORK = 1.0e7
+from . import planner
 
 HOST = "host"
 ACCELERATOR = "accelerator"
@@ -104,7 +101,7 @@ def choose(choice: str, work: float, have_accelerator: bool) -> str:
                 "(or 'host') to run on the CPU"
             )
         return ACCELERATOR
-    return ACCELERATOR if have_accelerator and work >= ACCELERATOR_WORK else HOST
+    return ACCELERATOR if have_accelerator and work >= planner.ACCELERATOR_WORK else HOST
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Where and how the JAX window engine runs the next steps: a pure function of
-what the run has seen, and the tuning constants it uses.
+what the run has seen; and every tuning constant of the JAX engines.
 
 :func:`next_plan` takes the current :class:`Plan`, the run's
 :class:`WindowStats` and the engine options, and returns the next plan:
@@ -36,7 +36,6 @@ import math
 
 from ...kernels.truncation import SKETCH_MIN_SIDE
 from ...options import EngineOptions
-from .padding import bond_bucket
 
 #: Seconds a compilation of the zip-up step is assumed to take before one is measured
 #: (0.2-1.4 s on a loaded 2-core CPU for buckets 4-12; benchmarks/README.md).
@@ -58,7 +57,38 @@ HOST_SITE_SECONDS = 2e-4
 #: a rank outgrows the bucket).
 CHUNK_SECONDS = 0.5
 
+#: Chunks of at least this many compiled steps measure the time of a compiled step
+#: (one step's time is mostly its dispatch and fetch).
+MEASURED_CHUNK = 4
+#: Bond dimensions a compiled window (and the padded chains of the other JAX engines)
+#: may use; the smallest one that holds the wanted ranks is taken. Steps of at most
+#: 25 % up to 56 (4, 6, 8, 10, 12, 14, 16, 20, ..., 56) and of at most 12.5 % from
+#: there on (64, 72, 80, ..., 128, 144, ...), where a bucket 25 % too large would
+#: cost up to ~2x per step.
+BOND_BUCKETS: tuple[int, ...] = tuple(
+    sorted(
+        {4, 6}
+        | {2**k + i * 2 ** (k - 2) for k in range(3, 6) for i in range(4)}
+        | {2**k + i * 2 ** (k - 3) for k in range(6, 14) for i in range(8)}
+    )
+)
+#: Largest tables of padded step tensors (all process tensors) run by the compiled
+#: scans of the chain engines.
+SCAN_BYTES = 2 * 2**30
+#: Work per dependent kernel of a step (about the multiply-adds of one factorisation
+#: or contraction) from which ``device='auto'`` runs on the accelerator (:mod:`.placement`).
+ACCELERATOR_WORK = 1.0e7
+
 HOST, COMPILED = "host", "compiled"
+
+
+def bond_bucket(rank: int, minimum: int = 1) -> int:
+    """Smallest of :data:`BOND_BUCKETS` >= max(rank, minimum) (a power of two beyond)."""
+    need = max(int(rank), int(minimum), 1)
+    for size in BOND_BUCKETS:
+        if size >= need:
+            return size
+    return 2 ** math.ceil(math.log2(need))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +152,8 @@ def next_plan(plan: Plan, stats: WindowStats, options: EngineOptions) -> Plan:
         chunk = min(chunk, max(1, int(CHUNK_SECONDS / stats.compiled_seconds)))
     if options.compiled == "off":
         return Plan(HOST, bond, chunk, False, "compiled='off'")
+    if options.window_sweep == "exact":
+        return Plan(HOST, bond, chunk, False, "the exact sweep runs on the host")
     if not same_algorithm(bond, stats.num_rows, stats.dim_m):
         return Plan(HOST, bond, chunk, False, f"bond {bond}: the host cuts from a sketch")
     if options.compiled == "on":
@@ -147,7 +179,14 @@ def next_plan(plan: Plan, stats: WindowStats, options: EngineOptions) -> Plan:
     return Plan(HOST, bond, chunk, False, reason)
 
 
-def grown(plan: Plan, wanted: int) -> int:
-    """The bucket after a rank ``wanted`` overflowed the plan's: with
-    :data:`GROWTH_HEADROOM`."""
-    return max(plan.bond, bond_bucket(math.ceil(GROWTH_HEADROOM * wanted)))
+def grown(plan: Plan, wanted: int, num_rows: int, dim_m: int) -> Plan:
+    """The plan after a compiled step wanted a rank ``wanted`` above the plan's bucket:
+    the bucket that holds it with :data:`GROWTH_HEADROOM` (but not beyond the compiled
+    regime when the rank itself fits in it), chunks of one step; the host when even
+    the rank does not fit (:func:`same_algorithm`)."""
+    least = max(plan.bond, bond_bucket(wanted))
+    if not same_algorithm(least, num_rows, dim_m):
+        return Plan(HOST, least, 1, False, f"bond {wanted}: the host cuts from a sketch")
+    roomy = bond_bucket(math.ceil(GROWTH_HEADROOM * wanted))
+    bond = roomy if same_algorithm(roomy, num_rows, dim_m) else least
+    return Plan(COMPILED, bond, 1, True, f"rank {wanted} outgrew bucket {plan.bond}")

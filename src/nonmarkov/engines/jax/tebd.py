@@ -211,7 +211,7 @@ def _kernel(name: str, *static: Any) -> Any:
 
 def _bucket(size: int) -> int:
     """The padded size of a bond: the next power of two, at least 4. Coarser than
-    :func:`~.padding.bond_bucket` (the window's): a chain holds many bonds and
+    :func:`~.planner.bond_bucket` (the window's): a chain holds many bonds and
     each bucket compiles a kernel per position, so fewer buckets pay here."""
     return max(4, 2 ** math.ceil(math.log2(max(size, 1))))
 
