@@ -265,6 +265,42 @@ def test_bogus_backend_environment_variable_fails_at_import():
     assert "['numpy', 'jax']" in result.stderr
 
 
+def _without_backend_variables() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("NONMARKOV_BACKEND", "OQUPY_BACKEND")
+    }
+
+
+def _backend_of(**variables: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from nonmarkov import backends; print(backends.get_backend())"],
+        capture_output=True,
+        text=True,
+        env={**_without_backend_variables(), **variables},
+        timeout=120,
+    )
+
+
+def test_oqupy_backend_is_read_where_nonmarkov_backend_is_unset():
+    assert _backend_of(OQUPY_BACKEND="numpy").stdout.strip() == "numpy"
+    assert _backend_of(NONMARKOV_BACKEND="numpy", OQUPY_BACKEND="NumPy").returncode == 0
+    conflict = _backend_of(NONMARKOV_BACKEND="numpy", OQUPY_BACKEND="jax")
+    assert conflict.returncode != 0
+    assert "NONMARKOV_BACKEND='numpy'" in conflict.stderr
+    assert "OQUPY_BACKEND='jax'" in conflict.stderr
+    bogus = _backend_of(OQUPY_BACKEND="torch")
+    assert bogus.returncode != 0 and "OQUPY_BACKEND" in bogus.stderr
+
+
+@needs_jax
+def test_oqupy_backend_jax_selects_jax():
+    result = _backend_of(OQUPY_BACKEND="jax")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "jax"
+
+
 def test_bogus_precision_environment_variable_fails_at_import():
     result = run_python(
         "import nonmarkov", NONMARKOV_PRECISION="quadruple", NONMARKOV_BACKEND="numpy"

@@ -2,7 +2,9 @@
 
 The environment is read once, at import, and validated:
 
-- ``NONMARKOV_BACKEND``: ``numpy`` (default) or ``jax``.
+- ``NONMARKOV_BACKEND``: ``numpy`` (default) or ``jax``; ``OQUPY_BACKEND`` (the
+  variable of OQuPy's JAX branch) where it is unset; both set to different
+  backends is an error.
 - ``NONMARKOV_PRECISION``: ``double`` (default, complex128/float64) or
   ``single`` (complex64/float32).
 - ``NONMARKOV_PROGRESS``: ``bar`` (default), ``simple`` or ``silent``, the
@@ -64,7 +66,22 @@ def _from_environment(variable: str, default: str, valid: tuple[str, ...]) -> st
     return check_choice(raw, valid, f"value of the environment variable {variable}")
 
 
-BACKEND = _from_environment("NONMARKOV_BACKEND", "numpy", VALID_BACKENDS)
+def _backend_from_environment() -> str:
+    """``NONMARKOV_BACKEND``, or where it is unset ``OQUPY_BACKEND`` (the variable of
+    OQuPy's JAX branch); both set to different backends is an error naming both."""
+    backend = _from_environment("NONMARKOV_BACKEND", "numpy", VALID_BACKENDS)
+    alias = _from_environment("OQUPY_BACKEND", "", VALID_BACKENDS)
+    if not alias:
+        return backend
+    if os.environ.get("NONMARKOV_BACKEND", "").strip() and alias != backend:
+        raise ValueError(
+            f"the environment variables NONMARKOV_BACKEND={backend!r} and "
+            f"OQUPY_BACKEND={alias!r} ask for different backends; unset one of them"
+        )
+    return alias
+
+
+BACKEND = _backend_from_environment()
 PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
