@@ -1652,6 +1652,44 @@ def matches(name, skips):
     return any(s in (name, os.path.basename(name), stem) for s in skips)
 
 
+def print_backend_times(test_files, numpy_tests, jax_tests) -> None:
+    """The tests' times on NumPy and on JAX (cold: fresh processes, empty cache), per
+    file (the whole pytest process) and per test, with their ratio and totals."""
+
+    def wall(records, rel):
+        return next((r["file_wall_s"] for r in records if r["file"] == rel), None)
+
+    print("\nNumPy against JAX (cold), per file (whole pytest process):")
+    rows, total = [], [0.0, 0.0]
+    for rel in test_files:
+        on_numpy, on_jax = wall(numpy_tests, rel), wall(jax_tests, rel)
+        if on_numpy is None or on_jax is None:
+            continue
+        total[0] += on_numpy
+        total[1] += on_jax
+        rows.append([rel, f"{on_numpy:.1f}", f"{on_jax:.1f}", f"{on_jax / on_numpy:.2f}"])
+    rows.append(["total", f"{total[0]:.1f}", f"{total[1]:.1f}", f"{total[1] / total[0]:.2f}"])
+    print_table(["file", "NumPy s", "JAX s", "JAX/NumPy"], rows)
+    print("\nper test (the test's own time, without imports and module-level work):")
+    on_jax = {r["nodeid"]: r for r in jax_tests}
+    rows = []
+    for record in numpy_tests:
+        other = on_jax.get(record["nodeid"])
+        if other is None or record["outcome"] == "skipped":
+            continue
+        ratio = other["duration"] / record["duration"] if record["duration"] > 0 else 0.0
+        rows.append(
+            [
+                record["nodeid"].replace("tests/", ""),
+                f"{record['duration']:.2f}",
+                f"{other['duration']:.2f}",
+                f"{ratio:.2f}",
+                other["outcome"],
+            ]
+        )
+    print_table(["test", "NumPy s", "JAX s", "JAX/NumPy", "JAX outcome"], rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -1708,6 +1746,12 @@ def main(argv=None):
         help="agree if max|diff| <= C * epsrel * scale (default C = 100)",
     )
     parser.add_argument("--no-static", action="store_true", help="skip the static name check")
+    parser.add_argument(
+        "--jax-tests",
+        action="store_true",
+        help="run the tests on the JAX backend too (cold: an empty compilation cache of "
+        "their own) and print the JAX / NumPy times per file and per test",
+    )
     parser.add_argument(
         "--lenient",
         action="store_true",
@@ -1814,6 +1858,7 @@ def main(argv=None):
             )
 
     # -- tests ------------------------------------------------------------------------
+    env_nm = dict(env_nm, NONMARKOV_BACKEND="numpy")
     if test_files:
         print("\n== Part a: OQuPy's tests ==", flush=True)
         nm_tests = run_tests(
@@ -1832,6 +1877,23 @@ def main(argv=None):
                     "nonmarkov-lenient",
                     args.timeout,
                 )
+        jax_tests = None
+        if args.jax_tests:
+            jax_env = dict(
+                env_nm,
+                NONMARKOV_BACKEND="jax",
+                # cold: a persistent compilation cache of its own, empty at the start
+                NONMARKOV_JAX_CACHE_DIR=os.path.join(workdir, "jax-cache"),
+            )
+            jax_tests = run_tests(
+                test_files,
+                src,
+                args.nonmarkov_python,
+                jax_env,
+                workdir,
+                "nonmarkov-jax",
+                args.timeout,
+            )
         oq_tests = None
         if args.oqupy_tests and oqupy_py:
             check = subprocess.run([oqupy_py, "-c", "import pytest"], capture_output=True)
@@ -1842,7 +1904,12 @@ def main(argv=None):
                 )
         if args.oqupy_tests and oqupy_py and check.returncode == 0:
             oq_tests = run_tests(test_files, src, oqupy_py, env_oq, workdir, "oqupy", args.timeout)
-        results["tests"] = {"nonmarkov": nm_tests, "oqupy": oq_tests, "lenient": lenient}
+        results["tests"] = {
+            "nonmarkov": nm_tests,
+            "oqupy": oq_tests,
+            "lenient": lenient,
+            "jax": jax_tests,
+        }
         print()
         print_tests(nm_tests, oq_tests, src)
         if lenient is not None:
@@ -1869,6 +1936,8 @@ def main(argv=None):
                 ]
             )
         print_table(["file", "nonmarkov s", "OQuPy s"], walls)
+        if jax_tests is not None:
+            print_backend_times(test_files, nm_tests, jax_tests)
 
     # -- examples ---------------------------------------------------------------------
     if examples:

@@ -204,7 +204,11 @@ def test_jax_runs_a_mixed_batch_as_one_compiled_scan(two_process_tensors, monkey
     monkeypatch.setattr(compiled, "run_batch", counted)
     systems, states = members()
     batch = compute_dynamics_batch(
-        systems, states, process_tensor=two_process_tensors, control=controls()
+        systems,
+        states,
+        process_tensor=two_process_tensors,
+        control=controls(),
+        options=nm.options.EngineOptions(compiled="on"),  # (the planner: host, short)
     )
     assert calls == [True]  # time-dependent members and controls: one scan, one chunk
     assert_members_equal(batch, systems, states, two_process_tensors, controls())

@@ -408,6 +408,7 @@ def test_scanned_dynamics_agrees_with_the_step_loop(
                 process_tensor=process_tensor,
                 record_all=record_all,
                 progress_type="silent",
+                options=engine_options(compiled="on"),
             )
         results[backend] = (numpy.asarray(dynamics.times), numpy.asarray(dynamics.states))
     assert calls == [1]  # the JAX run took the scan, the NumPy run the loop
@@ -457,6 +458,42 @@ def test_scanned_dynamics_of_a_prefix_uses_the_whole_process_tensor(two_process_
             )
     assert len(results[1]) == 6
     numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)
+
+
+def test_a_short_chain_runs_on_the_host_unless_its_scan_is_compiled(two_process_tensors):
+    """The planner's choice for compute_dynamics: 12 steps do not repay a compilation
+    (host steps, recorded with the reason); once the scan of the same shapes is
+    compiled in the process, the next run takes it."""
+    from nonmarkov.engines.base import ChainRun
+
+    system = nm.System(0.5 * SX + 0.2 * SZ)
+    halves = system.get_propagators(0.1)
+    with backends.use_backend("jax", "double"):
+        first, second = halves(0)
+        record = []
+
+        def run() -> ChainRun:
+            return ChainRun(
+                initial=numpy.diag([1.0, 0.0]).astype(complex).reshape(-1),
+                num_steps=11,
+                propagators=lambda k: (first, second),
+                constant_propagators=True,
+                controls=None,
+                process_tensors=[two_process_tensors[1]],
+                record_all=True,
+                on_step=record.append,
+            )
+
+        planned = jax_engine.JaxChainEngine(engine_options())
+        host = planned.run(run())
+        assert planned.decisions[-1][1] == "host" and "compile" in planned.decisions[-1][2]
+        compiled = jax_engine.JaxChainEngine(engine_options(compiled="on"))
+        scanned = compiled.run(run())
+        assert compiled.decisions[-1][1] == "compiled"
+        again = planned.run(run())
+        assert planned.decisions[-1][1] == "compiled"  # no compilation left to repay
+    numpy.testing.assert_allclose(scanned, host, rtol=0, atol=1e-12)
+    numpy.testing.assert_allclose(again, host, rtol=0, atol=1e-12)
 
 
 # --------------------------------------------------------------------------

@@ -110,14 +110,16 @@ def window_kind(request) -> Kind:
     )
 
 
-@pytest.fixture(params=["host", "jax"])
+@pytest.fixture(params=["host", "jax-compiled", "jax-planned"])
 def chain_kind(request) -> Kind:
     if request.param == "host":
         return Kind("host", "numpy", lambda: HostChainEngine(session_options()))
     pytest.importorskip("jax")
     from nonmarkov.engines.jax.engine import JaxChainEngine
 
-    return Kind("jax", "jax", lambda: JaxChainEngine(session_options()))
+    compiled = request.param == "jax-compiled"
+    options = session_options(compiled="on" if compiled else "auto")
+    return Kind(request.param, "jax", lambda: JaxChainEngine(options), True if compiled else None)
 
 
 # --------------------------------------------------------------------------
@@ -430,12 +432,14 @@ def chain_run(system, control, process_tensors, record_all, counted):
 def test_chain_engines_run_the_same_chain(
     chain_kind, two_process_tensors, record_all, constant, controlled, monkeypatch
 ):
-    """Against ``compute_dynamics`` on NumPy; on JAX, a chain without controls (constant
-    or time-dependent propagators) is the compiled scan, the others the host engine's
-    steps on JAX arrays."""
+    """Against ``compute_dynamics`` on NumPy; on JAX with ``compiled='on'``, a chain
+    without controls (constant or time-dependent propagators) is the compiled scan, the
+    others the host engine's steps; as planned, these short chains run on the host
+    unless their scan is compiled already, a decision the engine records with its
+    reason."""
     system, control = chain_case(constant, controlled)
     scans = []
-    if chain_kind.name == "jax":
+    if chain_kind.backend == "jax":
         from nonmarkov.engines.jax import engine as jax_engine
 
         scan = jax_engine.run_chain
@@ -458,7 +462,11 @@ def test_chain_engines_run_the_same_chain(
     assert isinstance(readouts, numpy.ndarray)
     assert readouts.shape == ((CHAIN_STEPS if record_all else 1), 4)
     assert sum(counted) == CHAIN_STEPS
-    assert len(scans) == (chain_kind.name == "jax" and not controlled)
+    if chain_kind.compiled is not None:  # (as planned: a scan compiled before pays at once)
+        assert len(scans) == (chain_kind.compiled and not controlled)
+    if chain_kind.backend == "jax":
+        (entry, where, reason), *_ = engine.decisions
+        assert entry == "run" and where == ("compiled" if scans else "host") and reason
     numpy.testing.assert_allclose(readouts.reshape(-1, 2, 2), expected, rtol=0, atol=1e-12)
 
 

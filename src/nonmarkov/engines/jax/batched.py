@@ -20,10 +20,11 @@ from typing import Any
 import numpy as default_np
 
 from ...backends.numerical_backend import np, numpy_in_this_thread
+from ...options import EngineOptions
 from ..batched import BatchedChainRun, HostBatchedChainEngine, folded
 from ..host import HostChainEngine, in_memory
-from . import placement
-from .chain import _platform, stack_padded, table_bytes
+from . import placement, planner
+from .chain import SCANNED, _platform, stack_padded, table_bytes
 from .compiler import compile_kernel
 from .planner import SCAN_BYTES
 
@@ -117,16 +118,28 @@ class JaxBatchedChainEngine(HostBatchedChainEngine):
     A run whose process tensors are in memory, and whose tables of padded step
     tensors and propagators fit :data:`~.planner.SCAN_BYTES`, runs as one compiled
     ``lax.scan`` vmapped over the members (one transfer in, one out), with
-    constant or time-dependent propagators and controls alike. Anything else
-    (process tensors read from files, no process tensor) runs the host engine's
-    batched steps on the JAX proxies.
+    constant or time-dependent propagators and controls alike, where the scan pays
+    (:func:`~.planner.scan_pays`; on an accelerator always). Anything else (process
+    tensors read from files, no process tensor, runs too short to repay a
+    compilation) runs the host engine's batched steps with the NumPy kernels.
+    ``decisions`` records each run's choice and why.
     """
+
+    def __init__(self, options: EngineOptions | None = None):
+        super().__init__(options)
+        #: ('run', 'compiled' or 'host', why) per run
+        self.decisions: list[tuple[str, str, str]] = []
+
+    def _on_host(self, run: BatchedChainRun, reason: str) -> default_np.ndarray:
+        self.decisions.append(("run", planner.HOST, reason))
+        with numpy_in_this_thread():
+            return super().run(run)
 
     def run(self, run: BatchedChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.batched.BatchedChainEngine.run`."""
         pts = list(run.process_tensors)
         if not (run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)):
-            return super().run(run)
+            return self._on_host(run, "no process tensor, or not in memory")
         dtype = np.dtype_complex
         with numpy_in_this_thread():  # the caps on the host, once
             prepared = HostChainEngine().prepare(pts, run.num_steps, True)
@@ -141,7 +154,7 @@ class JaxBatchedChainEngine(HostBatchedChainEngine):
         itemsize = default_np.dtype(dtype).itemsize
         needed = sum(table_bytes(t, c, dtype) for t, c in steps) + 2 * firsts.size * itemsize
         if needed > SCAN_BYTES:
-            return super().run(run)
+            return self._on_host(run, f"tables above {SCAN_BYTES / 2**30:.0f} GiB")
         baths = tuple(
             (
                 default_np.asarray(pt.transform_in, dtype),
@@ -153,10 +166,18 @@ class JaxBatchedChainEngine(HostBatchedChainEngine):
         )
         members, d2 = default_np.shape(run.initial)
         work = placement.chain_work(members, [bath[3].shape[1] for bath in baths], d2)
-        device = placement.place(self._options.device, work).device
+        placed = placement.place(self._options.device, work)
+        shapes = tuple(tuple(array.shape for array in bath[3:]) for bath in baths)
+        key: tuple[Any, ...] = ("batch", run.num_steps, run.record_all, per_member, firsts.shape)
+        key += (str(placed.device),) + shapes
+        pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
+        if not (pays or placed.where == placement.ACCELERATOR):
+            return self._on_host(run, reason)
+        self.decisions.append(("run", planner.COMPILED, reason))
         readouts = run_batch(
-            run.initial, firsts, seconds, rows, per_member, baths, run.record_all, device
+            run.initial, firsts, seconds, rows, per_member, baths, run.record_all, placed.device
         )
+        SCANNED.add(key)
         run.on_step(run.num_steps)
         return readouts
 

@@ -23,6 +23,10 @@ import numpy as default_np
 
 from .compiler import compile_kernel
 
+#: the compiled scans this process has run, by kernel key (their kernels are in JAX's
+#: cache: a run of the same shapes compiles nothing)
+SCANNED: set[tuple[Any, ...]] = set()
+
 
 def distinct_steps(tensors: Sequence[Any], caps: Sequence[Any]) -> tuple[list[int], list[int]]:
     """The steps whose (tensor, cap) pair first appears there (the same array objects

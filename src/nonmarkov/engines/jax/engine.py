@@ -1,5 +1,6 @@
 """The chain engine of the JAX backend: one compiled scan, or the host engine's
-steps on the JAX proxies (the window engine is :mod:`.window`).
+steps with the NumPy kernels, as the planner decides (the window engine is
+:mod:`.window`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
 from ..base import ChainRun
 from ..host import HostChainEngine, in_memory
-from . import placement
+from . import placement, planner
 from .chain import (
+    SCANNED,
     adjoint_chain,
     differentiable_chain,
     run_chain,
@@ -31,30 +33,51 @@ class JaxChainEngine(HostChainEngine):
     A run without controls on process tensors in memory whose tables of padded
     step tensors fit :data:`~.planner.SCAN_BYTES` runs as one compiled ``lax.scan``
     (:func:`~.chain.run_chain`: one transfer in, one out; the propagators of every
-    step are stacked on the host); anything else runs the host engine's steps on
-    the JAX proxies. The scans run on the device :func:`~.placement.place` chooses for
-    their size (``device`` option).
+    step are stacked on the host) where that pays (:func:`~.planner.scan_pays`; on an
+    accelerator always); anything else runs the host engine's steps with the NumPy
+    kernels. The scans run on the device :func:`~.placement.place` chooses for their
+    size (``device`` option). ``decisions`` records each run's choice and why.
     """
 
     def __init__(self, options: EngineOptions | None = None):
         super().__init__(options)
         self._options = resolve(options)
+        #: (entry point, 'compiled' or 'host', why) per run
+        self.decisions: list[tuple[str, str, str]] = []
 
-    def _device(self, baths: Sequence[tuple[Any, ...]], dim_d2: int) -> Any:
-        """The device of a scan over ``baths`` (as from :meth:`_tables`)."""
-        work = placement.chain_work(1, [bath[3].shape[1] for bath in baths], dim_d2)
-        return placement.place(self._options.device, work).device
+    def _scan_plan(
+        self, entry: str, run: ChainRun, steps: int, controls: bool = False
+    ) -> tuple[list[tuple[Any, ...]], Any, tuple[Any, ...]] | None:
+        """The tables, the device and the kernel key of a compiled scan of ``run`` over
+        ``steps`` scan steps (``controls``: the scan takes them), or None (recorded with
+        its reason) for the host steps. Decided from the process tensors' bonds before
+        any table is built."""
+        pts = list(run.process_tensors)
+        reason = "controls, or process tensors not in memory"
+        scannable = controls or run.controls is None
+        if scannable and run.num_steps > 0 and pts and all(map(in_memory, pts)):
+            bonds = [tuple(int(b) for b in pt.get_bond_dimensions()) for pt in pts]
+            d2 = default_np.asarray(run.initial).size
+            work = placement.chain_work(1, [max(b, default=1) for b in bonds], d2)
+            placed = placement.place(self._options.device, work)
+            key = (entry, run.num_steps, run.record_all, d2, str(placed.device), tuple(bonds))
+            pays, reason = planner.scan_pays(steps, work, key in SCANNED, self._options)
+            if pays or placed.where == placement.ACCELERATOR:
+                baths = self._tables(pts, run.num_steps, np.dtype_complex)
+                if baths is not None:
+                    self.decisions.append((entry, planner.COMPILED, reason))
+                    return baths, placed.device, key
+                reason = f"step tensors above {SCAN_BYTES / 2**30:.0f} GiB"
+        self.decisions.append((entry, planner.HOST, reason))
+        return None
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
-        pts = list(run.process_tensors)
-        if not (
-            run.controls is None and run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)
-        ):
-            return super().run(run)
-        baths = self._tables(pts, run.num_steps, np.dtype_complex)
-        if baths is None:
-            return super().run(run)
+        plan = self._scan_plan("run", run, run.num_steps)
+        if plan is None:
+            with numpy_in_this_thread():
+                return super().run(run)
+        baths, device, key = plan
         first, second = _stacked_propagators(run)
         readouts = run_chain(
             default_np.asarray(run.initial).reshape(-1),
@@ -62,8 +85,9 @@ class JaxChainEngine(HostChainEngine):
             second,
             baths,
             run.record_all,
-            self._device(baths, first.shape[-1]),
+            device,
         )
+        SCANNED.add(key)
         run.on_step(run.num_steps)
         return readouts
 
@@ -71,16 +95,13 @@ class JaxChainEngine(HostChainEngine):
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
     ) -> tuple[default_np.ndarray, default_np.ndarray]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.adjoint`: two compiled scans
-        (:func:`~.chain.adjoint_chain`) where the process tensors are in memory and
-        fit :data:`~.planner.SCAN_BYTES`, else the host engine's steps."""
-        pts = list(run.process_tensors)
-        baths = (
-            self._tables(pts, run.num_steps, np.dtype_complex)
-            if pts and run.num_steps > 0 and all(in_memory(pt) for pt in pts)
-            else None
-        )
-        if baths is None:
-            return super().adjoint(run, target)
+        (:func:`~.chain.adjoint_chain`) where the process tensors are in memory, fit
+        :data:`~.planner.SCAN_BYTES` and the scans pay, else the host engine's steps."""
+        plan = self._scan_plan("adjoint", run, 2 * run.num_steps, controls=True)
+        if plan is None:
+            with numpy_in_this_thread():
+                return super().adjoint(run, target)
+        baths, device, key = plan
         first, second = _stacked_propagators(run)
         d2 = first.shape[-1]
         identity = default_np.eye(d2)
@@ -99,8 +120,9 @@ class JaxChainEngine(HostChainEngine):
             baths,
             target,
             run.record_all,
-            self._device(baths, d2),
+            device,
         )
+        SCANNED.add(key)
         run.on_step(2 * run.num_steps)
         return readouts, derivatives
 

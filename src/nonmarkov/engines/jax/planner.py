@@ -76,6 +76,14 @@ SCAN_BYTES = 2 * 2**30
 #: or contraction) from which ``device='auto'`` runs on the accelerator (:mod:`.placement`).
 ACCELERATOR_WORK = 1.0e7
 
+#: Modelled seconds of a host (NumPy) chain step: a fixed part (calls; measured 0.2-0.7
+#: ms a step for process tensors of bond 60-100) and a part per unit of
+#: :func:`~.placement.chain_work` ...
+CHAIN_STEP_SECONDS = 1e-4
+SECONDS_PER_WORK = 1e-9
+#: ... and of a compilation of a chain scan (0.13-0.33 s measured on a CPU).
+SCAN_COMPILE_SECONDS = 0.3
+
 HOST, COMPILED = "host", "compiled"
 
 
@@ -186,3 +194,18 @@ def grown(plan: Plan, wanted: int, num_rows: int, dim_m: int) -> Plan:
     if not same_algorithm(bond, num_rows, dim_m):
         return Plan(HOST, bond, 1, False, f"bond {wanted}: the host cuts from a sketch")
     return Plan(COMPILED, bond, 1, True, f"rank {wanted} outgrew bucket {plan.bond}")
+
+
+def scan_pays(steps: int, work: float, ready: bool, options: EngineOptions) -> tuple[bool, str]:
+    """Whether a chain of ``steps`` steps of ``work`` each (:func:`~.placement.chain_work`)
+    runs as a compiled scan (``ready``: its kernel is compiled in this process) rather
+    than with the NumPy kernels on the host, and why: the modelled host time saved
+    must repay the compilation :data:`PAYBACK` times over, as for the window."""
+    if options.compiled != "auto":
+        return options.compiled == "on", f"compiled={options.compiled!r}"
+    host = steps * (CHAIN_STEP_SECONDS + work * SECONDS_PER_WORK)
+    saving = host * (1.0 - COMPILED_STEP_SHARE)
+    cost = 0.0 if ready else SCAN_COMPILE_SECONDS
+    pays = saving > PAYBACK * cost
+    relation = ">" if pays else "<="
+    return pays, f"{steps} steps save {saving:.2g} s {relation} {PAYBACK:g} x compile {cost:.2g} s"
