@@ -84,7 +84,18 @@ def xyz_chain(n=5, couplings=XYZ, fields=FIELDS, transverse=0.2):
     return chain, hamiltonian
 
 
-def run(chain, states, dt, steps, order=2, epsrel=1e-12, pts=None, sites=None, control=None):
+def run(
+    chain,
+    states,
+    dt,
+    steps,
+    order=2,
+    epsrel=1e-12,
+    pts=None,
+    sites=None,
+    control=None,
+    options=None,
+):
     n = len(states)
     tebd = nm.PtTebd(
         initial_augmented_mps=nm.AugmentedMPS(list(states)),
@@ -93,6 +104,7 @@ def run(chain, states, dt, steps, order=2, epsrel=1e-12, pts=None, sites=None, c
         parameters=nm.PtTebdParameters(dt=dt, epsrel=epsrel, order=order),
         chain_control=control,
         dynamics_sites=list(range(n)) if sites is None else sites,
+        options=options,
     )
     return tebd, tebd.compute(steps, progress_type="silent")
 
@@ -351,13 +363,22 @@ def test_coupled_chain_with_baths_runs_and_converges(baths):
 
 
 @pytest.mark.skip_backend("numpy", reason="compares a JAX session's run with NumPy")
-def test_jax_equals_numpy(baths):
+@pytest.mark.parametrize("compiled", ["on", "auto"])  # the compiled engine, the host's
+def test_jax_equals_numpy(baths, compiled):
     _, _, (first, second) = baths
     chain, _ = xyz_chain(4, fields=(1.0, 0.8, 0.6, 0.4))
     states = [UP, DOWN, UP, DOWN]
     sites = [0, 1, 2, 3, (1, 2)]
+    options = nm.options.default_options().replace(compiled=compiled)
     _, on_jax = run(
-        chain, states, DT, STEPS, pts=[first, None, None, second], epsrel=1e-8, sites=sites
+        chain,
+        states,
+        DT,
+        STEPS,
+        pts=[first, None, None, second],
+        epsrel=1e-8,
+        sites=sites,
+        options=options,
     )
     with backends.use_backend("numpy"):
         _, on_numpy = run(

@@ -38,9 +38,9 @@ def tebd_engine(spec: TebdSpec, options: EngineOptions | None = None) -> TebdEng
     """The TEBD engine (chain MPS with augmented legs) for ``spec`` on the active backend."""
     options = resolve(options)
     if np.backend_name == "jax":
-        from .jax.tebd import JaxTebdEngine
+        from .jax.tebd import jax_tebd_engine
 
-        return JaxTebdEngine(spec, options)
+        return jax_tebd_engine(spec, options)
     return HostTebdEngine(spec, options)
 
 

@@ -13,7 +13,7 @@ import numpy as default_np
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
-from ..base import ChainRun
+from ..base import ChainRun, PreparedProcessTensor
 from ..host import HostChainEngine, in_memory
 from . import placement, planner
 from .chain import (
@@ -70,6 +70,27 @@ class JaxChainEngine(HostChainEngine):
                 reason = f"step tensors above {SCAN_BYTES / 2**30:.0f} GiB"
         self.decisions.append((entry, planner.HOST, reason))
         return None
+
+    def prepare(
+        self, process_tensors: Sequence[BaseProcessTensor], num_steps: int, record_all: bool
+    ) -> list[PreparedProcessTensor]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.prepare`: for algorithms that
+        step the state themselves (mean field, correlations), step by step with the
+        NumPy kernels on the host (each step is small; eager JAX operations would
+        dispatch and compile per shape)."""
+        self.decisions.append(("prepare", planner.HOST, "steps driven by the algorithm"))
+        with numpy_in_this_thread():
+            return super().prepare(process_tensors, num_steps, record_all)
+
+    def step(self, state: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.step` (NumPy kernels)."""
+        with numpy_in_this_thread():
+            return super().step(state, step, *arguments, **keywords)
+
+    def step_transposed(self, adjoint: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.step_transposed` (NumPy kernels)."""
+        with numpy_in_this_thread():
+            return super().step_transposed(adjoint, step, *arguments, **keywords)
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
