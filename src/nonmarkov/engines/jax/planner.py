@@ -142,6 +142,13 @@ class WindowStats:
     kernel_ready: bool = False
 
 
+def chain_bucket(size: int) -> int:
+    """The padded size of a bond of the compiled TEBD chain: the next power of two, at
+    least 4. Coarser than :func:`bond_bucket`: a chain holds many bonds and each
+    bucket compiles a kernel per position, so fewer buckets pay there."""
+    return max(4, 2 ** math.ceil(math.log2(max(size, 1))))
+
+
 def same_algorithm(bond: int, num_rows: int, dim_m: int) -> bool:
     """Whether the compiled step of bucket ``bond`` runs the host's algorithm: every
     zip-up cut (D c, m D) is a plain SVD on the host too."""

@@ -211,11 +211,7 @@ def _kernel(name: str, *static: Any) -> Any:
     return compile_kernel(functions[name])
 
 
-def _bucket(size: int) -> int:
-    """The padded size of a bond: the next power of two, at least 4. Coarser than
-    :func:`~.planner.bond_bucket` (the window's): a chain holds many bonds and
-    each bucket compiles a kernel per position, so fewer buckets pay here."""
-    return max(4, 2 ** math.ceil(math.log2(max(size, 1))))
+_bucket = planner.chain_bucket
 
 
 def _leg_size(size: int) -> int:
