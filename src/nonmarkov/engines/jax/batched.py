@@ -21,12 +21,12 @@ import numpy as default_np
 
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions
-from ..base import PreparedProcessTensor
 from ..batched import BatchedChainRun, HostBatchedChainEngine, folded
 from ..host import HostChainEngine, in_memory
 from . import placement, planner
 from .chain import SCANNED, _platform, stack_padded, table_bytes
 from .compiler import compile_kernel
+from .engine import StepsOnHost
 from .planner import SCAN_BYTES
 
 
@@ -112,7 +112,7 @@ def propagator_table(
     return firsts, seconds, rows, per_member
 
 
-class JaxBatchedChainEngine(HostBatchedChainEngine):
+class JaxBatchedChainEngine(StepsOnHost, HostBatchedChainEngine):
     """The batched chain engine of the JAX backend (see
     :class:`~nonmarkov.engines.batched.BatchedChainEngine`).
 
@@ -130,21 +130,6 @@ class JaxBatchedChainEngine(HostBatchedChainEngine):
         super().__init__(options)
         #: ('run', 'compiled' or 'host', why) per run
         self.decisions: list[tuple[str, str, str]] = []
-
-    def prepare(
-        self, process_tensors: Sequence[Any], num_steps: int, record_all: bool
-    ) -> list[PreparedProcessTensor]:
-        """See :meth:`~nonmarkov.engines.batched.BatchedChainEngine.prepare`: for
-        algorithms that step the states themselves (the correlation sweeps), step by
-        step with the NumPy kernels on the host."""
-        self.decisions.append(("prepare", planner.HOST, "steps driven by the algorithm"))
-        with numpy_in_this_thread():
-            return super().prepare(process_tensors, num_steps, record_all)
-
-    def step(self, state: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
-        """See :meth:`~nonmarkov.engines.batched.BatchedChainEngine.step` (NumPy kernels)."""
-        with numpy_in_this_thread():
-            return super().step(state, step, *arguments, **keywords)
 
     def _on_host(self, run: BatchedChainRun, reason: str) -> default_np.ndarray:
         self.decisions.append(("run", planner.HOST, reason))

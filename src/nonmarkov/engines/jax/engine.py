@@ -27,7 +27,29 @@ from .chain import (
 from .planner import SCAN_BYTES
 
 
-class JaxChainEngine(HostChainEngine):
+class StepsOnHost:
+    """``prepare`` and ``step`` of a host chain engine (single or batched) with the NumPy
+    kernels on the host, for algorithms that step the state themselves (mean field,
+    correlation sweeps): each step is small, and eager JAX operations would dispatch
+    and compile per shape. Mixed in before the host engine's class."""
+
+    decisions: list[tuple[str, str, str]]
+
+    def prepare(
+        self, process_tensors: Sequence[BaseProcessTensor], num_steps: int, record_all: bool
+    ) -> list[PreparedProcessTensor]:
+        """The process tensors ready for :meth:`step`, on the host."""
+        self.decisions.append(("prepare", planner.HOST, "steps driven by the algorithm"))
+        with numpy_in_this_thread():
+            return super().prepare(process_tensors, num_steps, record_all)  # type: ignore[misc]
+
+    def step(self, state: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
+        """One step of the host engine with the NumPy kernels."""
+        with numpy_in_this_thread():
+            return super().step(state, step, *arguments, **keywords)  # type: ignore[misc]
+
+
+class JaxChainEngine(StepsOnHost, HostChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
     A run without controls on process tensors in memory whose tables of padded
@@ -70,22 +92,6 @@ class JaxChainEngine(HostChainEngine):
                 reason = f"step tensors above {SCAN_BYTES / 2**30:.0f} GiB"
         self.decisions.append((entry, planner.HOST, reason))
         return None
-
-    def prepare(
-        self, process_tensors: Sequence[BaseProcessTensor], num_steps: int, record_all: bool
-    ) -> list[PreparedProcessTensor]:
-        """See :meth:`~nonmarkov.engines.base.ChainEngine.prepare`: for algorithms that
-        step the state themselves (mean field, correlations), step by step with the
-        NumPy kernels on the host (each step is small; eager JAX operations would
-        dispatch and compile per shape)."""
-        self.decisions.append(("prepare", planner.HOST, "steps driven by the algorithm"))
-        with numpy_in_this_thread():
-            return super().prepare(process_tensors, num_steps, record_all)
-
-    def step(self, state: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
-        """See :meth:`~nonmarkov.engines.base.ChainEngine.step` (NumPy kernels)."""
-        with numpy_in_this_thread():
-            return super().step(state, step, *arguments, **keywords)
 
     def step_transposed(self, adjoint: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.step_transposed` (NumPy kernels)."""
