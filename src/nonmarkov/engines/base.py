@@ -21,6 +21,7 @@ says otherwise; each engine keeps its own arrays where it computes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -202,6 +203,11 @@ class ChainEngine(Protocol):
     def run(self, run: ChainRun) -> default_np.ndarray:
         """The read-out vectors (d^2,) after every step, (N, d^2), or after the last
         step only, (1, d^2)."""
+
+    def stepping(self) -> contextlib.AbstractContextManager[Any]:
+        """A context for an algorithm that steps the state itself (:meth:`prepare`,
+        :meth:`step`): inside it, the algorithm's own array operations on the states
+        run where the steps do (the backend proxies follow)."""
 
     def prepare(
         self, process_tensors: Sequence[Any], num_steps: int, record_all: bool

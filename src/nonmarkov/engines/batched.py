@@ -18,6 +18,7 @@ vmapped ``lax.scan``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -71,6 +72,9 @@ class BatchedChainEngine(Protocol):
         """The read-outs (B, d^2) after every step, (N, B, d^2), or after the last
         step only, (1, B, d^2); host arrays."""
 
+    def stepping(self) -> contextlib.AbstractContextManager[Any]:
+        """As :meth:`~nonmarkov.engines.base.ChainEngine.stepping`."""
+
     def prepare(
         self, process_tensors: Sequence[Any], num_steps: int, record_all: bool
     ) -> list[PreparedProcessTensor]:
@@ -115,6 +119,10 @@ class HostBatchedChainEngine:
                 to_backend(array) for array in folded(first, second, before, after)
             )
         )
+
+    def stepping(self) -> contextlib.AbstractContextManager[Any]:
+        """See :meth:`BatchedChainEngine.stepping`: the active backend."""
+        return contextlib.nullcontext()
 
     def prepare(
         self, process_tensors: Sequence[Any], num_steps: int, record_all: bool

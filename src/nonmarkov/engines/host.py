@@ -9,6 +9,7 @@ cover (controls, time-dependent systems, process tensors read from files).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -267,6 +268,10 @@ class HostChainEngine:
         self._propagators = LastArguments(
             lambda first, second: (to_backend(first), to_backend(second))
         )
+
+    def stepping(self) -> contextlib.AbstractContextManager[Any]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.stepping`: the active backend."""
+        return contextlib.nullcontext()
 
     def prepare(
         self, process_tensors: Sequence[BaseProcessTensor], num_steps: int, record_all: bool

@@ -252,6 +252,10 @@ class _Sweep:
 
     def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
         """Fill ``chain.values`` (b, ...) of every chain for the members' ``rho0`` (b, d, d)."""
+        with self.engine.stepping():  # the branch operations run where the steps do
+            self._run(rho0, chains, progress)
+
+    def _run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
         axis = 1 + self.num_bonds  # the branches
         end = max(chain.last_step[-1] for chain in chains)
         root_end = max(chain.last_step[0] for chain in chains)

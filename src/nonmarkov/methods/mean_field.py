@@ -340,7 +340,11 @@ def compute_dynamics_with_field(
     stepper.derivative(0, recorded, field)  # a bad field equation fails here
     dynamics = MeanFieldDynamics(name="dynamics with field")
     dynamics.add(start_time, recorded, field)
-    with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics with field") as progress:
+    with (
+        engine.stepping(),  # the read-outs between steps run where the steps do
+        hot_loop_threads(),
+        Progress(num_steps, progress_type, "dynamics with field") as progress,
+    ):
         for step in range(num_steps):
             derivative = stepper.derivative(step, recorded, field)
             next_recorded = []

@@ -5,6 +5,7 @@ steps with the NumPy kernels, as the planner decides (the window engine is
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,10 @@ class StepsOnHost:
     and compile per shape. Mixed in before the host engine's class."""
 
     decisions: list[tuple[str, str, str]]
+
+    def stepping(self) -> contextlib.AbstractContextManager[Any]:
+        """The caller's array operations between steps run with NumPy too."""
+        return numpy_in_this_thread()
 
     def prepare(
         self, process_tensors: Sequence[BaseProcessTensor], num_steps: int, record_all: bool
