@@ -167,8 +167,11 @@ def test_tempo_compute_guessed_parameters_zero_coupling():
 def test_guess_parameters_are_sensible_and_memory_cut_follows_correlations():
     """Ohmic, exponential cutoff, T = 0: |C(t)| = 2 alpha wc^2 / (1 + wc^2 t^2) exactly.
 
-    The guessed memory cut must lie within a factor of a few of the time at
-    which |C| has decayed to ``tolerance`` * |C(0)|.
+    The guessed memory cut holds the dropped correlations within the tolerance
+    (issue 42): this slow 1/t^2 tail needs at least half of the time at which |C|
+    has decayed to ``tolerance`` * |C(0)| (or half of the interval, if that is
+    shorter), and a cut never exceeds the interval (full memory). That the run
+    meets the tolerance is asserted in test_guess_parameters.py.
     """
     wc = 4.0
     system = nm.System(0.5 * SX)
@@ -182,7 +185,7 @@ def test_guess_parameters_are_sensible_and_memory_cut_follows_correlations():
         assert 0.0 < parameters.epsrel < 1.0
         assert parameters.dkmax is not None and parameters.dkmax >= 1
         t_decay = math.sqrt(1.0 / tolerance - 1.0) / wc
-        assert 0.5 * t_decay <= parameters.tcut <= 4.0 * t_decay, (tolerance, parameters)
+        assert min(0.5 * t_decay, 2.0) <= parameters.tcut <= 4.0 + 1e-9, (tolerance, parameters)
         guesses[tolerance] = parameters
     # tighter tolerance: no larger step, smaller epsrel, no shorter memory
     loose, tight = guesses[1e-2], guesses[1e-3]

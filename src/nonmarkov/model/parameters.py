@@ -204,11 +204,79 @@ class GibbsParameters:
     __repr__ = __str__
 
 
-def _memory_time(bath: Bath, tolerance: float) -> float:
-    """Time after which |C(tau)| stays below ``tolerance`` * |C(0)|."""
-    if float(default_np.max(default_np.abs(bath.coupling_eigenvalues))) == 0.0:
+def _coherence_pairs(bath: Bath) -> list[tuple[float, float]]:
+    """(damping, weight) of every pair n != m of eigenvalues of S: the factors
+    (s_n - s_m)^2 of G and max((s_n - s_m)^2, |s_n^2 - s_m^2|) of a change of G or P
+    in the exponent of the coherence rho_nm (DESIGN.md, independent-boson model)."""
+    s = [float(x) for x in bath.coupling_eigenvalues]
+    pairs = {
+        ((a - b) ** 2, max((a - b) ** 2, abs(a * a - b * b)))
+        for i, a in enumerate(s)
+        for j, b in enumerate(s)
+        if i != j and a != b
+    }
+    return sorted(pairs)
+
+
+#: number of times at which C(tau) is sampled to bound the memory-cut error
+_MEMORY_SAMPLES = 241
+
+
+def _memory_cut_error(bath: Bath, interval: float) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """Candidate cuts tau_c in [0, interval] and a bound on the error that cutting the
+    memory there makes in the reduced state over the interval.
+
+    A cut drops the influence of every pair of times further apart than tau_c. Up
+    to time t the dropped part of the exponent of a coherence rho_nm is at most
+    w_nm D(t, tau_c), D(t, tau_c) = int_{tau_c}^{t} (t - tau) |C(tau)| dtau (the
+    sum of |eta| over the dropped pairs of steps), w_nm the pair's weight
+    (:func:`_coherence_pairs`); the coherence itself has decayed by
+    exp(-(s_n - s_m)^2 G(t)), G(t) = int_0^t (t - tau) Re C(tau) dtau. The bound is
+    max over t and pairs of w_nm exp(-(s_n - s_m)^2 G(t)) D(t, tau_c): to first
+    order the exact error of an independent-boson model times 2 (|rho_nm| <= 1/2),
+    and the scale of the error of a general coupling. C is sampled on a grid
+    geometric near tau = 0 (where C varies on the bath's time scale) and uniform
+    further out; the integrals are trapezoid sums.
+    """
+    correlations = bath.correlations
+    scale = min(correlations._time_scale(), interval)
+    half = _MEMORY_SAMPLES // 2
+    taus = default_np.unique(
+        default_np.concatenate(
+            [
+                default_np.geomspace(1e-3 * scale, interval, half),
+                default_np.linspace(0.0, interval, _MEMORY_SAMPLES - half),
+            ]
+        )
+    )
+    values = default_np.asarray(correlations.correlation(taus), dtype=complex)
+
+    def cumulative(integrand: default_np.ndarray) -> default_np.ndarray:
+        pieces = 0.5 * (integrand[1:] + integrand[:-1]) * default_np.diff(taus)
+        return default_np.concatenate([[0.0], default_np.cumsum(pieces)])
+
+    # int_0^x f and int_0^x tau f, so that int_a^t (t - tau) f = t (F(t) - F(a)) - (T(t) - T(a))
+    magnitude, moment = cumulative(abs(values)), cumulative(taus * abs(values))
+    damping = taus * cumulative(values.real) - cumulative(taus * values.real)
+    damping = default_np.maximum(damping, 0.0)  # G(t) >= 0; clip quadrature noise
+    t = taus[:, None]  # rows: times t; columns: cuts tau_c
+    dropped = t * (magnitude[:, None] - magnitude[None, :]) - (moment[:, None] - moment[None, :])
+    dropped = default_np.where(taus[None, :] < t, default_np.maximum(dropped, 0.0), 0.0)
+    bound = default_np.zeros(len(taus))
+    for decay, weight in _coherence_pairs(bath):
+        factor = weight * default_np.exp(-decay * damping)
+        bound = default_np.maximum(bound, default_np.max(factor[:, None] * dropped, axis=0))
+    return taus, bound
+
+
+def _memory_cut(bath: Bath, interval: float, budget: float) -> float:
+    """The shortest memory time whose cut error (:func:`_memory_cut_error`) is within
+    ``budget``; ``interval`` (full memory) if none shorter is; 0 for an uncoupled bath."""
+    if not _coherence_pairs(bath):
         return 0.0
-    return bath.correlations.max_correlation_time_estimate(tolerance)
+    taus, errors = _memory_cut_error(bath, interval)
+    within = default_np.nonzero(errors <= budget)[0]
+    return float(taus[within[0]]) if within.size else interval
 
 
 def _correlation_resolution(bath: Bath) -> float:
@@ -293,6 +361,23 @@ def _system_rate(
         rate = new_rate
 
 
+def truncation_epsrel(budget: float, num_steps: int, memory_steps: int) -> float:
+    """The epsrel whose truncations stay within ``budget`` over a whole run.
+
+    Each step of TEMPO truncates the bond of every one of the ``memory_steps``
+    sites of the influence MPS once, each time dropping a relative weight of at
+    most epsrel; over ``num_steps`` steps that is num_steps * memory_steps
+    truncations whose errors add up (at worst linearly) in the reduced state, so
+    epsrel = budget / (num_steps * memory_steps). (Measured on a biased
+    spin-boson model with a Drude-Lorentz bath at fixed epsrel the accumulated
+    error grows faster than linearly in epsrel and in the number of truncations,
+    e.g. 15x for 4x the truncations at epsrel 1e-5 to 1e-6; at the epsrel of this
+    rule it stays below the budget (``benchmarks/bench_guess.py``). An
+    independent-boson model, whose influence is of low rank, stays far below.)
+    """
+    return budget / (max(1, num_steps) * max(1, memory_steps))
+
+
 def guess_tempo_parameters(
     bath: Bath,
     start_time: float,
@@ -301,14 +386,27 @@ def guess_tempo_parameters(
     tolerance: float = config.DEFAULT_TOLERANCE,
     max_samples: int | float = DEFAULT_MAX_SAMPLES,
 ) -> TempoParameters:
-    """Guess ``TempoParameters`` that reach about ``tolerance`` in the dynamics.
+    """Guess ``TempoParameters`` whose run is within ``tolerance`` of the exact dynamics.
 
-    - memory cut: the time after which |C(tau)| stays below ``tolerance``
-      times |C(0)|;
-    - time step: the smaller of half the time over which |C(tau)| halves and
-      sqrt(tolerance) / ||L_S|| (second-order Trotter error ~ (dt ||L_S||)^2),
-      at most a hundredth of the simulated interval;
-    - epsrel: tolerance^(3/2), since truncation errors add up over steps.
+    ``tolerance`` is an absolute bound on max |rho(t) - rho_exact(t)| over the
+    interval and the matrix elements. It is shared out: a third each to the
+    memory cut and the SVD truncations, the rest to the time step.
+
+    - time step: the smallest of a hundredth of the interval, half the time
+      over which |C(tau)| halves, and sqrt(tolerance) / ||L_S|| (second-order
+      Trotter error ~ (dt ||L_S||)^2);
+    - memory cut: the shortest tau_c for which the correlations it drops,
+      w_nm exp(-(s_n - s_m)^2 G(t)) int_{tau_c}^t (t - tau) |C(tau)| dtau, stay
+      below tolerance / 3 for every time t of the interval and every pair of
+      eigenvalues s_n != s_m of the coupling operator (w_nm the larger of
+      (s_n - s_m)^2 and |s_n^2 - s_m^2|, G(t) = int_0^t (t - tau) Re C(tau)
+      dtau): to first order the error of the cut in an independent-boson
+      model, whose coherences have already decayed by exp(-(s_n - s_m)^2 G);
+      ``dkmax`` = N (full memory) if no shorter cut is within the budget;
+    - epsrel = (tolerance / 3) / (N * dkmax), N the number of steps: every step
+      truncates each of the dkmax bonds of the influence MPS once, and the
+      N * dkmax relative errors of at most epsrel each add up in the state
+      (:func:`truncation_epsrel`).
 
     ||L_S|| is the spectral norm of the system's Liouvillian (Hamiltonian and
     Lindblad terms). For a :class:`~nonmarkov.TimeDependentSystem` it is the
@@ -320,8 +418,9 @@ def guess_tempo_parameters(
     needs one evaluation and ignores ``max_samples``. For a
     :class:`~nonmarkov.TimeDependentSystemWithField` the rates depend on the
     unknown field: dt comes from the bath alone, with a ``UserWarning``. A
-    tolerance so small that tolerance^(3/2) is below the SVD's resolution gives
-    epsrel = ``EPSREL_FLOOR`` and a ``UserWarning``.
+    tolerance so small that the epsrel above is below the SVD's resolution gives
+    epsrel = ``EPSREL_FLOOR`` and a ``UserWarning``. ``benchmarks/bench_guess.py``
+    measures the achieved error against the tolerance.
 
     Every call gives a ``UserWarning`` (:data:`GUESS_WARNING_MSG`): the
     estimate is a starting point; check convergence by tightening the
@@ -359,18 +458,23 @@ def guess_tempo_parameters(
         if norm > 0:
             dt_candidates.append(math.sqrt(tolerance) / norm)
     dt = min(dt_candidates)
-    memory = _memory_time(bath, tolerance)
-    dkmax = max(1, int(math.ceil(memory / dt)))
+    # the tolerance is shared: a third for the memory cut, a third for the SVD
+    # truncations, the rest for the time step (whose rule above is conservative)
+    memory = _memory_cut(bath, interval, tolerance / 3.0)
+    num_steps = max(1, int(math.ceil(interval / dt - 1e-9)))
+    # a memory as long as the run is full memory: dkmax = num_steps
+    dkmax = min(num_steps, max(1, int(math.ceil(memory / dt - 1e-9))))
     if dkmax > 500:
         warnings.warn(
             f"the guessed memory cut is {dkmax} steps; the computation may be slow",
             UserWarning,
             stacklevel=2,
         )
-    epsrel = tolerance**1.5
+    epsrel = truncation_epsrel(tolerance / 3.0, num_steps, dkmax)
     if epsrel < EPSREL_FLOOR:
         warnings.warn(
-            f"guess_tempo_parameters: tolerance={tolerance:g} asks for epsrel={epsrel:.3g}, "
+            f"guess_tempo_parameters: tolerance={tolerance:g} over {num_steps} steps with "
+            f"a memory of {dkmax} steps asks for epsrel={epsrel:.3g}, "
             f"below what a double-precision SVD resolves; using epsrel={EPSREL_FLOOR:g}",
             UserWarning,
             stacklevel=2,
