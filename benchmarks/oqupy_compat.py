@@ -1858,11 +1858,13 @@ def main(argv=None):
             )
 
     # -- tests ------------------------------------------------------------------------
-    env_nm = dict(env_nm, NONMARKOV_BACKEND="numpy")
     if test_files:
+        # the tests on NumPy (and with --jax-tests on JAX too); the examples keep the
+        # caller's backend
+        env_tests = dict(env_nm, NONMARKOV_BACKEND="numpy")
         print("\n== Part a: OQuPy's tests ==", flush=True)
         nm_tests = run_tests(
-            test_files, src, args.nonmarkov_python, env_nm, workdir, "nonmarkov", args.timeout
+            test_files, src, args.nonmarkov_python, env_tests, workdir, "nonmarkov", args.timeout
         )
         lenient = None
         if args.lenient:
@@ -1872,7 +1874,7 @@ def main(argv=None):
                     designed,
                     src,
                     args.nonmarkov_python,
-                    dict(env_nm, OQUPY_COMPAT_LENIENT="1"),
+                    dict(env_tests, OQUPY_COMPAT_LENIENT="1"),
                     workdir,
                     "nonmarkov-lenient",
                     args.timeout,
@@ -1880,7 +1882,7 @@ def main(argv=None):
         jax_tests = None
         if args.jax_tests:
             jax_env = dict(
-                env_nm,
+                env_tests,
                 NONMARKOV_BACKEND="jax",
                 # cold: a persistent compilation cache of its own, empty at the start
                 NONMARKOV_JAX_CACHE_DIR=os.path.join(workdir, "jax-cache"),
