@@ -106,3 +106,20 @@ def test_compiled_zip_up_process_tensor_agrees_with_numpy(jax_double):
     with backends.use_backend("numpy"):
         reference = _pt_dynamics(None)
     numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)
+
+
+def test_a_compilation_ahead_that_fails_is_done_again_in_the_foreground(jax_double, monkeypatch):
+    """A compilation in the background thread that stops (the program ends, or JAX's
+    configuration changes) leaves the kernel to the step that needs it."""
+    from nonmarkov.engines.jax import compiler
+
+    def stopped() -> None:
+        raise RuntimeError("compilations ahead stopped")
+
+    monkeypatch.setattr(compiler, "check_ahead", stopped)
+    # (a memory no other test uses: its kernel is not in the process yet)
+    states, engine = _tempo(EngineOptions(compiled="on", deterministic=True), tcut=0.6)
+    with backends.use_backend("numpy"):
+        reference, _ = _tempo(None, tcut=0.6)
+    assert engine.stats.compiled_steps > 0 and engine.stats.kernels_compiled > 0
+    numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)

@@ -118,7 +118,7 @@ class JaxWindowEngine:
             left = num_steps - len(outputs)
             self._replan(left, recent)
             size = min(self.plan.chunk, left)
-            if self.plan.where == planner.COMPILED and self._kernel_ready(self.plan.bond, size):
+            if self.plan.where == planner.COMPILED and self._kernel(self.plan.bond, size):
                 chunk_outputs, chunk_ranks = compiled_chunk(size)
                 outputs += chunk_outputs
                 ranks += chunk_ranks
@@ -196,12 +196,12 @@ class JaxWindowEngine:
         work = placement.window_work(bond, self._num_rows, self._dim_m)
         return placement.place(self._options.device, work).device
 
-    def _compile(self, bond: int, size: int) -> None:
+    def _compile(self, bond: int, size: int, background: bool = True) -> None:
         """Compile the kernel of ``bond`` (chunks of ``size`` steps) in the background
         compiler thread (waited for with deterministic options), unless it is
-        compiled or compiling."""
+        compiled or compiling; ``background=False``: here and now (an error raises)."""
         key = self._key(bond, size)
-        if key in _KERNELS or key in self._pending:
+        if key in _KERNELS or (background and key in self._pending):
             return
         for other, (future, _) in list(self._pending.items()):  # no longer wanted
             if future.cancel():
@@ -239,6 +239,11 @@ class JaxWindowEngine:
             compiler.check_ahead()
             _KERNELS[key] = kernel.lower(*args).compile()
 
+        if not background:
+            _KERNELS[key] = kernel.lower(*args).compile()
+            self.stats.kernels_compiled += 1
+            self.stats.compile_seconds += time.perf_counter() - start
+            return
         self._pending[key] = (compiler.compile_ahead(job), start)
         if self._must_wait():
             self._kernel_ready(bond, size)
@@ -257,6 +262,17 @@ class JaxWindowEngine:
                     self.stats.compile_seconds += seconds
                 del self._pending[other]
         return key in _KERNELS
+
+    def _kernel(self, bond: int, size: int) -> bool:
+        """:meth:`_kernel_ready`; where a compilation must be waited for and the one
+        ahead failed (it stops when the program ends or JAX is reconfigured), the
+        kernel is compiled here and now."""
+        if self._kernel_ready(bond, size):
+            return True
+        if not self._must_wait() or self._key(bond, size) in self._pending:
+            return False
+        self._compile(bond, size, background=False)
+        return True
 
     def _must_wait(self) -> bool:
         """Whether a compilation is waited for rather than run host steps meanwhile."""
@@ -368,7 +384,7 @@ class JaxWindowEngine:
                 continue
             if not self._kernel_ready(bond, size):  # the first call of a shape compiles it
                 self._compile(bond, size)
-                self._kernel_ready(bond, size)
+            self._kernel(bond, size)  # (waits: the window is on the device)
             kernel = _KERNELS[self._key(bond, size)]
             state = self._state
             assert state is not None
