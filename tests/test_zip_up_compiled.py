@@ -117,9 +117,16 @@ def test_a_compilation_ahead_that_fails_is_done_again_in_the_foreground(jax_doub
         raise RuntimeError("compilations ahead stopped")
 
     monkeypatch.setattr(compiler, "check_ahead", stopped)
-    # (a memory no other test uses: its kernel is not in the process yet)
-    states, engine = _tempo(EngineOptions(compiled="on", deterministic=True), tcut=0.6)
+    system, bath, rho0 = spin_boson(alpha=0.3)
+    # unique classes and a memory no other test of the suite compiles: new kernel shapes
+    parameters = nm.TempoParameters(dt=0.1, tcut=1.1, epsrel=1e-6)
+
+    def run(options):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, unique=True, options=options)
+        return tempo.compute(2.0, progress_type="silent").states, tempo.engine
+
+    states, engine = run(EngineOptions(compiled="on", deterministic=True))
     with backends.use_backend("numpy"):
-        reference, _ = _tempo(None, tcut=0.6)
+        reference, _ = run(None)
     assert engine.stats.compiled_steps > 0 and engine.stats.kernels_compiled > 0
     numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)
