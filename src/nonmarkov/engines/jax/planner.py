@@ -122,7 +122,8 @@ class WindowStats:
     largest_rank : the largest bond of the last steps (or wanted by them).
     largest_seen : the largest bond of the run before them.
     sites : sites of the window now.
-    steps_left : steps of the current call not yet run.
+    steps_left : steps not yet run: of the whole run where the caller announced it
+        (``expect_steps``), else of the current call.
     num_rows, dim_m : the carrier's rows c and the classes m of a point.
     host_seconds : measured seconds of a host step (0: not measured).
     compiled_seconds : measured seconds of a compiled step (0: not measured).
