@@ -362,11 +362,10 @@ class JaxWindowEngine:
 
     # -- compiled chunks --------------------------------------------------------------
 
-    def _chunk(
-        self, size: int, pairs: Sequence[tuple[Any, Any]]
-    ) -> tuple[list[Any], list[int], list[int]]:
+    def _chunk(self, size: int, pairs: Sequence[tuple[Any, Any]]) -> tuple[list[Any], list[int]]:
         """Run ``size`` compiled steps with the (between, second) ``pairs``; returns the
-        per-step outputs (host), largest bonds and counts before each step."""
+        per-step outputs (host) and largest bonds (none where the window went to the
+        host instead)."""
         while True:
             bond = self.plan.bond
             capacity = self._capacity(size)
@@ -380,19 +379,17 @@ class JaxWindowEngine:
                 self._set_plan(planner.grown(self.plan, used, self._num_rows, self._dim_m))
                 if self.plan.where == planner.HOST:
                     self._to_host()
-                    return [], [], []
+                    return [], []
                 continue
-            if not self._kernel_ready(bond, size):  # the first call of a shape compiles it
-                self._compile(bond, size)
-            self._kernel(bond, size)  # (waits: the window is on the device)
+            self._kernel(bond, size)  # the window is on the device: compiled here if need be
             kernel = _KERNELS[self._key(bond, size)]
             state = self._state
-            assert state is not None
+            if state is None:  # (_to_device and _grow put it there)
+                raise RuntimeError("the compiled window is not on a device")
             start = time.perf_counter()
-            counts, results = [], []
+            results = []
             count = self._count
             for k, (between, second) in enumerate(pairs[:size]):
-                counts.append(count)
                 constants = self._constants
                 rows = self._spec.leaving(self._steps + k + 1)
                 if rows is not None:
@@ -414,14 +411,14 @@ class JaxWindowEngine:
             self._set_plan(planner.grown(self.plan, most, self._num_rows, self._dim_m))
             self._largest_seen = max(self._largest_seen, most)
             if self.plan.where == planner.HOST:
-                return [], [], []
+                return [], []
         if size >= planner.MEASURED_CHUNK:
             self._compiled_seconds = (time.perf_counter() - start) / size
         self._state = state
         self._count = count
         self._steps += size
         self.stats.compiled_steps += size
-        return list(outputs), [int(value) for value in largest], counts
+        return list(outputs), [int(value) for value in largest]
 
     def _next_count(self, count: int) -> int:
         if self._memory and count + 1 >= self._memory:
@@ -445,7 +442,7 @@ class JaxWindowEngine:
 
         def compiled_chunk(size: int) -> tuple[list[Any], list[int]]:
             pairs = propagators[position[0] : position[0] + size]
-            outputs, ranks, _ = self._chunk(size, pairs)
+            outputs, ranks = self._chunk(size, pairs)
             position[0] += len(outputs)
             return [default_np.asarray(output) for output in outputs], ranks
 
@@ -466,7 +463,7 @@ class JaxWindowEngine:
             return done[0], largest[0]
 
         def compiled_chunk(size: int) -> tuple[list[Any], list[int]]:
-            outputs, ranks, _ = self._chunk(size, [(between, second)] * size)
+            outputs, ranks = self._chunk(size, [(between, second)] * size)
             finalised = []
             for site, rank, log_before in outputs:
                 done = None
