@@ -1,7 +1,12 @@
-"""The BLAS thread rule of the hot loops (``NONMARKOV_BLAS_THREADS``): one
-thread for small operations, the cores for large ones, and the overrides."""
+"""The BLAS thread rule of the hot loops (``NONMARKOV_BLAS_THREADS``, read once
+at import into ``config.BLAS_THREADS``): one thread for small operations, the
+cores for large ones, and the overrides."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -9,7 +14,7 @@ from tests.models import spin_boson
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import nonmarkov as nm
-from nonmarkov import _threads, backends
+from nonmarkov import _threads, backends, config
 
 
 def blas_threads() -> int:
@@ -26,7 +31,7 @@ def eight_cores(monkeypatch):
 
 
 def test_auto_gives_large_operations_the_cores_and_small_ones_one(eight_cores, monkeypatch):
-    monkeypatch.delenv("NONMARKOV_BLAS_THREADS", raising=False)
+    monkeypatch.setattr(config, "BLAS_THREADS", config.blas_threads_setting(""))
     with _threads.hot_loop_threads():
         assert blas_threads() == 1
         with _threads.large_work_threads(_threads.LARGE_WORK - 1):
@@ -38,7 +43,7 @@ def test_auto_gives_large_operations_the_cores_and_small_ones_one(eight_cores, m
 
 
 def test_auto_keeps_a_sweep_workers_limit(eight_cores, monkeypatch):
-    monkeypatch.setenv("NONMARKOV_BLAS_THREADS", "auto")
+    monkeypatch.setattr(config, "BLAS_THREADS", config.blas_threads_setting("auto"))
     with threadpool_limits(limits=2, user_api="blas"):  # below MIN_CORES: one thread throughout
         with _threads.hot_loop_threads(), _threads.large_work_threads(10**12):
             assert blas_threads() == 1
@@ -51,7 +56,7 @@ def test_auto_keeps_a_sweep_workers_limit(eight_cores, monkeypatch):
 def test_a_number_pins_every_operation_and_zero_leaves_the_blas(
     eight_cores, monkeypatch, setting, inside
 ):
-    monkeypatch.setenv("NONMARKOV_BLAS_THREADS", setting)
+    monkeypatch.setattr(config, "BLAS_THREADS", config.blas_threads_setting(setting))
     with _threads.hot_loop_threads():
         assert blas_threads() == inside
         with _threads.large_work_threads(10**12):
@@ -59,11 +64,25 @@ def test_a_number_pins_every_operation_and_zero_leaves_the_blas(
 
 
 @pytest.mark.parametrize("setting", ["many", "-1", "1.5"])
-def test_a_bad_setting_is_refused(monkeypatch, setting):
-    monkeypatch.setenv("NONMARKOV_BLAS_THREADS", setting)
+def test_a_bad_setting_is_refused(setting):
     with pytest.raises(ValueError, match="NONMARKOV_BLAS_THREADS must be 'auto'"):
-        with _threads.hot_loop_threads():
-            pass
+        config.blas_threads_setting(setting)
+
+
+def test_the_environment_is_read_at_import():
+    """A bad value stops the import, before any work; a good one is the setting."""
+    code = "import nonmarkov.config as c; print(c.BLAS_THREADS)"
+    for value, expected in (("many", None), (" 3 ", "3"), ("AUTO", "auto")):
+        env = dict(os.environ, NONMARKOV_BLAS_THREADS=value)
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+        )
+        if expected is None:
+            assert run.returncode != 0
+            assert "NONMARKOV_BLAS_THREADS must be 'auto'" in run.stderr
+        else:
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.strip() == expected
 
 
 def test_the_thread_rule_does_not_change_results(monkeypatch):
@@ -75,7 +94,7 @@ def test_the_thread_rule_does_not_change_results(monkeypatch):
     parameters = nm.TempoParameters(dt=0.1, dkmax=6, epsrel=1e-12)
     states = {}
     for setting in ("1", "auto"):
-        monkeypatch.setenv("NONMARKOV_BLAS_THREADS", setting)
+        monkeypatch.setattr(config, "BLAS_THREADS", config.blas_threads_setting(setting))
         with backends.use_backend("numpy", "double"):
             pt = nm.pt_tempo_compute(bath, 0.0, 0.8, parameters, progress_type="silent")
             dynamics = nm.compute_dynamics(

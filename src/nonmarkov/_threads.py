@@ -1,20 +1,20 @@
 """BLAS threads of the hot loops: one for small matrices, all cores for large ones.
 
 TEMPO-family loops do many small matrix operations; on them a multi-threaded
-BLAS spends more time synchronising than computing (a spin-1 PT build ran 4x
-slower with two threads than with one on a 2-core machine). At large bonds a
-single factorisation or product is big enough to share between cores. So a
-hot loop (:func:`hot_loop_threads`) runs its BLAS with one thread, and a
-kernel raises the count for one large operation (:func:`large_work_threads`)
-to every core this process may use (at most the BLAS's own limit, e.g. a sweep
-worker's), when the operation's work (multiply-adds, e.g. ``m n k`` of a
-product or ``m n min(m, n)`` of an SVD) is at least :data:`LARGE_WORK`
-(measured with ``benchmarks/bench_threads.py``) and the process has at least
-:data:`MIN_CORES` cores.
+BLAS spends more time synchronising than computing. At large bonds a single
+factorisation or product is big enough to share between cores. So a hot loop
+(:func:`hot_loop_threads`) runs its BLAS with one thread, and a kernel raises
+the count for one large operation (:func:`large_work_threads`) to every core
+this process may use (at most the BLAS's own limit, e.g. a sweep worker's),
+when the operation's work (multiply-adds, e.g. ``m n k`` of a product or
+``m n min(m, n)`` of an SVD) is at least :data:`LARGE_WORK` and the process has
+at least :data:`MIN_CORES` cores (both measured with
+``benchmarks/bench_threads.py``; docs/algorithms.md, "Threads").
 
-``NONMARKOV_BLAS_THREADS`` overrides the rule: ``auto`` (default) as above,
-``N`` >= 1 pins the loops to N threads for every operation, ``0`` leaves the
-BLAS setting alone.
+``NONMARKOV_BLAS_THREADS`` (read once, at import, into
+:data:`nonmarkov.config.BLAS_THREADS`) overrides the rule: ``auto`` (default)
+as above, ``N`` >= 1 pins the loops to N threads for every operation, ``0``
+leaves the BLAS setting alone.
 """
 
 from __future__ import annotations
@@ -24,32 +24,19 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-#: multiply-adds from which an operation gets every core (complex128; on a quiet
-#: 2-core machine two threads pay 1.2-2x from here on, and lose below)
+from . import config
+
+#: multiply-adds (complex128) from which an operation gets every core; below it
+#: more threads cost more than they save
 LARGE_WORK = 8_000_000
 
 #: cores from which large operations share them: an OpenBLAS pool spins for a
-#: while after each parallel call (``OPENBLAS_THREAD_TIMEOUT``, read when NumPy
-#: loads), and on a 2-core machine that spinning takes the core the loop needs
+#: while after each parallel call (``OPENBLAS_THREAD_TIMEOUT``), and with fewer
+#: cores that spinning takes the core the loop needs
 MIN_CORES = 4
 
 # BLAS controllers and the core count while a hot loop with the auto rule runs
 _active: dict[str, Any] = {}
-
-
-def _configured() -> str | int:
-    raw = os.environ.get("NONMARKOV_BLAS_THREADS", "auto").strip().lower()
-    if raw == "auto":
-        return raw
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(
-            f"NONMARKOV_BLAS_THREADS must be 'auto' or a non-negative integer; got {raw!r}"
-        )
-    return value
 
 
 def available_cores() -> int:
@@ -62,8 +49,9 @@ def available_cores() -> int:
 
 @contextlib.contextmanager
 def hot_loop_threads() -> Iterator[None]:
-    """Run a ``with`` block's BLAS with the rule of the module docstring."""
-    setting = _configured()
+    """Run a ``with`` block's BLAS with the rule of the module docstring
+    (:data:`nonmarkov.config.BLAS_THREADS`)."""
+    setting = config.BLAS_THREADS
     if setting == 0 or _active:  # untouched, or already inside a hot loop
         yield
         return

@@ -14,6 +14,10 @@ The environment is read once, at import, and validated:
   user's cache directory (``$XDG_CACHE_HOME/nonmarkov/jax``, by default
   ``~/.cache/nonmarkov/jax``); ``off``: no cache. It is created when the JAX
   backend is first used; an existing path that is not a directory is an error.
+- ``NONMARKOV_BLAS_THREADS``: the BLAS threads of the hot loops
+  (:mod:`nonmarkov._threads`): ``auto`` (default; one thread, every core for a
+  large operation), ``N`` >= 1 (N threads for every operation) or ``0`` (the
+  BLAS setting left alone).
 - ``NONMARKOV_JAX_SVD``, ``NONMARKOV_JAX_DEVICE``: the library defaults of the
   JAX engine's options (:class:`nonmarkov.options.EngineOptions`: ``svd``,
   ``device``), read here once;
@@ -26,6 +30,8 @@ from __future__ import annotations
 import os
 
 import numpy
+
+from .validation import choice as check_choice  # the one choice rule, under config's name
 
 #: OQuPy's names of the default dtypes (``oqupy.config.NpDtype``), for its scripts;
 #: the library itself takes its dtypes from the backend proxy (``np.dtype_complex``)
@@ -49,21 +55,11 @@ DEFAULT_TOLERANCE = 3.9e-3
 JAX_INSTALL_HINT = 'pip install "nonmarkov[jax]"  (or: pip install jax jaxlib)'
 
 
-def check_choice(value: str, valid: tuple[str, ...], what: str) -> str:
-    """Return ``value`` lower-cased if it is one of ``valid``, else raise."""
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, one of {list(valid)}; got {value!r}")
-    name = value.strip().lower()
-    if name not in valid:
-        raise ValueError(f"unknown {what} {value!r}; valid values are {list(valid)}")
-    return name
-
-
 def _from_environment(variable: str, default: str, valid: tuple[str, ...]) -> str:
     raw = os.environ.get(variable)
     if raw is None or raw.strip() == "":
         return default
-    return check_choice(raw, valid, f"value of the environment variable {variable}")
+    return check_choice(raw, valid, variable)
 
 
 def _backend_from_environment() -> str:
@@ -86,6 +82,28 @@ PRECISION = _from_environment("NONMARKOV_PRECISION", "double", VALID_PRECISIONS)
 PROGRESS_TYPE = _from_environment("NONMARKOV_PROGRESS", "bar", VALID_PROGRESS_TYPES)
 JAX_SVD = _from_environment("NONMARKOV_JAX_SVD", "default", VALID_JAX_SVD)
 JAX_DEVICE = _from_environment("NONMARKOV_JAX_DEVICE", "auto", VALID_JAX_DEVICES)
+
+
+def blas_threads_setting(raw: str) -> str | int:
+    """A value of ``NONMARKOV_BLAS_THREADS``: ``'auto'`` or a non-negative integer
+    (blank: ``'auto'``); anything else is a ``ValueError`` that names the variable."""
+    text = raw.strip().lower()
+    if text in ("", "auto"):
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"NONMARKOV_BLAS_THREADS must be 'auto' or a non-negative integer; got {raw!r}"
+        )
+    return value
+
+
+#: the BLAS thread rule of the hot loops (:mod:`nonmarkov._threads`): ``'auto'``,
+#: N >= 1 threads, or 0 (the BLAS left alone)
+BLAS_THREADS = blas_threads_setting(os.environ.get("NONMARKOV_BLAS_THREADS", ""))
 
 
 def check_cache_dir(path: object, what: str = "cache directory") -> str:

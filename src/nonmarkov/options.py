@@ -26,7 +26,9 @@ from typing import Any
 
 from . import config
 
-_CHOICE = ("auto", "on", "off")
+#: the values of the ``compiled`` option: as the planner decides, always, never
+COMPILED_CHOICES = ("auto", "on", "off")
+#: the values of the ``window_sweep`` option
 WINDOW_SWEEPS = ("auto", "zip_up", "exact")
 
 
@@ -98,7 +100,9 @@ class EngineOptions:
             config.check_choice(self.device, config.VALID_JAX_DEVICES, "device option"),
         )
         object.__setattr__(
-            self, "compiled", config.check_choice(self.compiled, _CHOICE, "compiled option")
+            self,
+            "compiled",
+            config.check_choice(self.compiled, COMPILED_CHOICES, "compiled option"),
         )
         if not isinstance(self.deterministic, bool):
             raise TypeError(

@@ -68,10 +68,20 @@ def positive_integer(value: Any, name: str, minimum: int = 1) -> int:
 
 
 def choice(value: Any, valid: tuple[str, ...], name: str) -> str:
-    """``value`` if it is one of the strings ``valid``."""
-    if not isinstance(value, str) or value not in valid:
-        raise ValueError(f"{name} must be one of {list(valid)}; got {value!r}")
-    return value
+    """``value`` in its normal form if it is one of the lower-case strings ``valid``.
+
+    The one choice rule of the library (arguments, options, environment
+    variables): surrounding blanks are stripped and case is ignored, so
+    ``'JAX'`` and ``' jax '`` are ``'jax'``, which is returned. A value that is
+    not a string is a ``TypeError``, any other string a ``ValueError``; both
+    name ``name`` and the valid values.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, one of {list(valid)}; got {value!r}")
+    normal = value.strip().lower()
+    if normal not in valid:
+        raise ValueError(f"unknown {name} {value!r}: {name} must be one of {list(valid)}")
+    return normal
 
 
 MatrixKind = Literal["operator", "state", "superoperator"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from .. import validation
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
 from ..options import EngineOptions
@@ -65,8 +66,7 @@ def pt_tempo_compute(
     checkpoint (:class:`PtTempo`; docs/process_tensor_files.md).
     """
     checks.backend_config(backend_config, "pt_tempo_compute")
-    if method not in PT_METHODS:
-        raise ValueError(f"method must be one of {list(PT_METHODS)}; got {method!r}")
+    method = validation.choice(method, PT_METHODS, "method")
     if parameters is None:
         parameters = (
             guess_tempo_parameters(bath, start_time, end_time)
