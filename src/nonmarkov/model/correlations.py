@@ -1,6 +1,6 @@
 """Bath correlation functions and their discretised double integrals.
 
-Convention (DESIGN.md section 1), with J(w) the spectral density:
+Convention (the library's, docs/index.md "Conventions"), with J(w) the spectral density:
 
     C(tau) = int_0^inf J(w) [coth(w / 2T) cos(w tau) - i sin(w tau)] dw,
 
@@ -120,7 +120,9 @@ class BaseCorrelations(BaseAPIClass):
     ) -> Any:
         """The double integral Phi(tau) = int_0^tau dt' int_0^t' dt'' C(t' - t'') for a
         scalar or an array of times tau >= 0 (complex; for a spectral density
-        Phi = G - i P of ``DESIGN.md``); ``matsubara=True``: the same of C_M (real)."""
+        Phi = G - i P with G(t) = int J(w) coth(w/2T) (1 - cos wt) / w^2 dw and
+        P(t) = int J(w) (wt - sin wt) / w^2 dw, the functions of the independent-boson
+        model's exact coherences); ``matsubara=True``: the same of C_M (real)."""
         taus = default_np.asarray(tau, dtype=float)
         values = []
         for t in taus.reshape(-1):
@@ -174,7 +176,7 @@ class BaseCorrelations(BaseAPIClass):
             )
         delta = check.non_negative_number(delta, "delta")
         time_1 = check.real_number(time_1, "time_1")
-        check.choice(shape, SHAPES, "shape")
+        shape = check.choice(shape, SHAPES, "shape")
         if shape == "rectangle":
             if time_2 is None:
                 raise ValueError("shape='rectangle' needs time_2")
@@ -314,7 +316,7 @@ class CustomCorrelations(BaseCorrelations):
 class CustomSD(BaseCorrelations):
     """Correlations of a bath with spectral density J(w) = j_function(w) X(w).
 
-    Convention (DESIGN.md): for H = H_S + S sum_k (g_k b_k + g_k^* b_k^dag)
+    Convention (docs/index.md "Conventions"): for H = H_S + S sum_k (g_k b_k + g_k^* b_k^dag)
     + sum_k w_k b_k^dag b_k,
 
         J(w) = sum_k |g_k|^2 delta(w - w_k),
@@ -648,7 +650,7 @@ class PowerLawSD(CustomSD):
 
     J(w) = sum_k |g_k|^2 delta(w - w_k) for the coupling S sum_k (g_k b_k +
     g_k^* b_k^dag), and C(tau) = int_0^inf J(w) [coth(w / 2T) cos(w tau)
-    - i sin(w tau)] dw (DESIGN.md; no factor pi). A spectral density from a
+    - i sin(w tau)] dw (docs/index.md "Conventions"; no factor pi). A spectral density from a
     code whose J carries a factor pi, such as QuTiP's (J_QuTiP = pi sum_k
     g_k^2 delta(w - w_k)), is divided by pi first: QuTiP's Ohmic
     J_QuTiP = a w^zeta wc^(1 - zeta) X(w) is ``PowerLawSD(alpha=a / (2 pi), ...)``.

@@ -207,7 +207,8 @@ class GibbsParameters:
 def _coherence_pairs(bath: Bath) -> list[tuple[float, float]]:
     """(damping, weight) of every pair n != m of eigenvalues of S: the factors
     (s_n - s_m)^2 of G and max((s_n - s_m)^2, |s_n^2 - s_m^2|) of a change of G or P
-    in the exponent of the coherence rho_nm (DESIGN.md, independent-boson model)."""
+    in the exponent of the coherence rho_nm (the independent-boson model's exact
+    coherences; G - i P is ``BaseCorrelations.eta_function``)."""
     s = [float(x) for x in bath.coupling_eigenvalues]
     pairs = {
         ((a - b) ** 2, max((a - b) ** 2, abs(a * a - b * b)))
