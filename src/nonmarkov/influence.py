@@ -222,12 +222,6 @@ class DiscretisedInfluence:
             return self._factor(self.s_plus - self.s_minus, self.lumped_eta(None))
         return self.lag_matrix(lag)
 
-    def stationary_lag_matrix_rows(self, lag: int) -> default_np.ndarray:
-        """The distinct rows (r, m) of ``stationary_lag_matrix(lag)``."""
-        if self.lumps and lag == self.last_lag:
-            return self.leaving_rows(None)
-        return self.lag_matrix_rows(lag)
-
     def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).
 

@@ -410,17 +410,6 @@ TRACE_FILE_FACTOR = 10.0
 TRACE_FILE_CEILING = 0.9
 
 
-def write_process_tensor(
-    process_tensor: BaseProcessTensor, filename: Any, overwrite: bool = False
-) -> None:
-    """Write any process tensor to ``filename`` (complete file, or nothing on failure)."""
-    if not isinstance(process_tensor, BaseProcessTensor):
-        raise TypeError(
-            f"process_tensor must be a process tensor; got {type(process_tensor).__name__}"
-        )
-    BaseProcessTensor.export(process_tensor, filename, overwrite=overwrite)
-
-
 def import_process_tensor(
     filename: Any, process_tensor_type: str | None = None
 ) -> BaseProcessTensor:
