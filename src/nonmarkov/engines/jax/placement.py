@@ -7,10 +7,9 @@ engine option (:class:`nonmarkov.options.EngineOptions`):
 
 - ``'auto'`` (default): the accelerator when JAX sees one and the work per
   dependent kernel of a step is at least :data:`~.planner.ACCELERATOR_WORK`; else the host
-  CPU. A step of a small window (TEMPO at bond ~10, B1/B2) is hundreds of small
-  dependent kernels, one QR and one SVD per site: on a GPU each waits on its
-  launch, and the H200 ran those steps 6-9x slower than NumPy on one core. A
-  large window (B3 at bond ~170) runs faster there;
+  CPU. A step of a small window is hundreds of small dependent kernels, one QR
+  and one SVD per site: on a GPU each waits on its launch, so the host runs
+  them faster; a large window's kernels are big enough to repay the launches;
 - ``'host'``: always the host CPU (``jax.devices('cpu')``), also on a GPU machine;
 - ``'accelerator'``: always the accelerator; a ``RuntimeError`` that says so
   where JAX sees none (nothing falls back silently).
@@ -20,14 +19,12 @@ past the threshold during a run moves to the accelerator once, at the bucket
 growth that crosses it (its arrays are re-padded there anyway), and stays there:
 a bucket that shrinks again does not move it back.
 
-:data:`~.planner.ACCELERATOR_WORK` is a first guess from the H200 run of 2026-11-30
-(benchmarks/README.md, "On a GPU"): launch-bound model fitted to B2 (bucket 12,
-work 1.9e5: 2.9 ms per window site on the GPU, 0.33 ms on one CPU core) and to
-the B3 steps at bucket 192 (work 7.6e8: ~0.14 s per site on the GPU against
-~0.5 s on the CPU). The model crosses at ~2e6; the guess is five times that,
-because the host side of the choice is JAX on all CPU cores (not NumPy on one)
-and a move costs a compilation on the accelerator. For PT-TEMPO windows like
-B2/B3 (m = 4 classes, r = 3 carrier rows) it is bucket 48.
+:data:`~.planner.ACCELERATOR_WORK` is where a launch-bound model of the step
+time (a fixed cost per kernel launch plus work over throughput), fitted to
+timings on a GPU and one CPU core, has the two devices cross, times a margin:
+the host side of the choice is JAX on all CPU cores, and a move costs a
+compilation on the accelerator (the timings: benchmarks/README.md, "On a GPU").
+For PT-TEMPO windows with m = 4 classes and r = 3 carrier rows it is bucket 48.
 ``benchmarks/bench_device.py --calibrate`` (run by ``gpu_check.sh``) times the
 whole-step kernel on both devices at a few buckets and prints the crossover.
 
