@@ -18,7 +18,7 @@ import operator
 import sys
 from typing import Any
 
-from . import config
+from . import config, validation
 
 PROGRESS_TYPES = config.VALID_PROGRESS_TYPES
 
@@ -30,11 +30,7 @@ def check_progress_type(progress_type: str | None) -> str:
     """Validate ``progress_type``; None means the configured default."""
     if progress_type is None:
         return config.PROGRESS_TYPE
-    if progress_type not in PROGRESS_TYPES:
-        raise ValueError(
-            f"progress_type must be one of {list(PROGRESS_TYPES)}; got {progress_type!r}"
-        )
-    return progress_type
+    return validation.choice(progress_type, PROGRESS_TYPES, "progress_type")
 
 
 class Progress:
