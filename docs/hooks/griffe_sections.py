@@ -32,7 +32,7 @@ from typing import Any
 from griffe import Extension, Object
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from markdown_text import escape_brackets, escape_indices  # noqa: E402
+from markdown_text import escape_brackets, escape_indices
 
 ENTRY_SECTIONS = {
     "parameters",

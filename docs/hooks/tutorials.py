@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from mkdocs.exceptions import PluginError
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from markdown_text import escape_brackets  # noqa: E402
+from markdown_text import escape_brackets
 
 MARKER = re.compile(r"^<!-- tutorial: ([\w.-]+\.py) -->$", re.MULTILINE)
 ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc|py:\w+):<code>(~?)([^<]*)</code>")

@@ -449,7 +449,7 @@ def _read(filename: str, file_format: str, what: str, required: tuple[str, ...])
                 content.update({key: handle.attrs[key] for key in handle.attrs})
     except ValueError:
         raise
-    except Exception as error:  # noqa: BLE001 - a damaged or foreign file, named
+    except Exception as error:  # a damaged or foreign file, named
         raise ValueError(
             f"{filename} cannot be read as {what}: it is damaged, truncated or of another "
             f"kind ({type(error).__name__}: {error})"

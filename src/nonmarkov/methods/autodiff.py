@@ -46,7 +46,7 @@ def _traced_generator(system: ParameterizedSystem) -> Callable[[Any], Any]:
                 (gamma(*arguments), np.asarray(op(*arguments), dtype=np.dtype_complex))
                 for gamma, op in zip(gammas, operators)
             ]
-        except Exception as error:  # noqa: BLE001 - re-raised with what to change
+        except Exception as error:  # re-raised with what to change
             raise TypeError(
                 "the system's functions must be written with array operations that JAX can "
                 "trace for automatic differentiation (e.g. 0.5 * x * sigma_x, no in-place "

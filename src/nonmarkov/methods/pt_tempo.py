@@ -265,7 +265,7 @@ class PtTempo:
                     temporary=str(data["temporary"]),
                     fingerprint=str(data["fingerprint"]),
                 )
-        except Exception as error:  # noqa: BLE001 - a damaged checkpoint, named
+        except Exception as error:  # a damaged checkpoint, named
             raise ValueError(
                 f"checkpoint {checkpoint!r} cannot be read ({error}); remove it to start afresh"
             ) from error

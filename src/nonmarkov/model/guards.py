@@ -24,7 +24,7 @@ def call(function: Callable[..., Any], label: str, *arguments: Any) -> Any:
     """``function(*arguments)``; an exception inside becomes a ValueError naming ``label``."""
     try:
         return function(*arguments)
-    except Exception as error:  # noqa: BLE001 - re-raised with the place it happened
+    except Exception as error:  # re-raised with the place it happened
         raise ValueError(f"{label} raised {type(error).__name__}: {error}") from error
 
 

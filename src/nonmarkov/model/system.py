@@ -207,7 +207,7 @@ def _evaluate_checked(
 ) -> default_np.ndarray:
     try:
         value = function(t)
-    except Exception as error:  # noqa: BLE001 - re-raised with context
+    except Exception as error:  # re-raised with context
         raise ValueError(f"{name}(t) failed at t={t}: {error}") from error
     if hermitian:
         return check.hermitian_matrix(value, f"{name}({t})", dimension)
@@ -597,7 +597,7 @@ class MeanFieldSystem:
         copies = [default_np.array(state, dtype=complex) for state in states]  # ours stay ours
         try:
             value = self._field_eom(t, copies, field)
-        except Exception as error:  # noqa: BLE001 - re-raised with context
+        except Exception as error:  # re-raised with context
             raise ValueError(f"field_eom failed at t={t}: {error}") from error
         array = default_np.asarray(value)
         if array.shape != () or array.dtype.kind not in "iufc":

@@ -486,7 +486,7 @@ def leftover_files(directory: Any, remove: bool = False) -> list[str]:
         try:
             with default_np.load(path, allow_pickle=False) as data:
                 partial = os.path.abspath(str(data["temporary"]))
-        except Exception:  # noqa: BLE001 - an unreadable checkpoint cannot resume anything
+        except Exception:  # an unreadable checkpoint cannot resume anything
             stale.append(path)
             continue
         if os.path.exists(partial):

@@ -96,7 +96,7 @@ def result_arrays(value: Any) -> dict[str, default_np.ndarray]:
             continue
         try:
             array = default_np.asarray(item)
-        except Exception as error:  # noqa: BLE001 - any object a user may return
+        except Exception as error:  # any object a user may return
             raise TypeError(f"the function's result {name!r} is not an array: {error}") from error
         if array.dtype.kind not in "biufc":
             raise TypeError(
@@ -117,7 +117,7 @@ def evaluate(
         if (get_backend(), get_precision()) != (backend, precision):
             set_backend(backend, precision)
         arrays = result_arrays(function(**point))
-    except Exception:  # noqa: BLE001 - every failure of a point is kept, the sweep goes on
+    except Exception:  # every failure of a point is kept, the sweep goes on
         return Outcome("failed", {}, traceback.format_exc(), time.perf_counter() - start)
     return Outcome("ok", arrays, "", time.perf_counter() - start)
 
@@ -135,7 +135,7 @@ def check_picklable(function: Callable[..., Any], default_pool: bool) -> None:
     """TypeError if a process pool cannot send ``function`` to its workers."""
     try:
         pickle.dumps(function)
-    except Exception as error:  # noqa: BLE001 - PicklingError, AttributeError, TypeError
+    except Exception as error:  # PicklingError, AttributeError, TypeError
         raise TypeError(
             f"function {function_name(function)} cannot be pickled for a process pool "
             f"({type(error).__name__}: {error}): use a function defined at the top level "
@@ -432,7 +432,7 @@ def _outcomes(
                         "or another one in flight caused it)",
                         error,
                     )
-                except Exception as error:  # noqa: BLE001 - a worker lost, a result that did not travel
+                except Exception as error:  # a worker lost, a result that did not travel
                     outcome = _failed("the executor could not run this point", error)
                 yield index, outcome
     finally:

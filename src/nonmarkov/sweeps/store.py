@@ -123,7 +123,7 @@ def read_point(filename: str, key: str) -> Outcome:
             )
     except SweepFileError:
         raise
-    except Exception as error:  # noqa: BLE001 - damaged, truncated, a failed checksum
+    except Exception as error:  # damaged, truncated, a failed checksum
         raise SweepFileError(
             f"sweep point file {filename!r} cannot be read ({type(error).__name__}: {error})"
         ) from error
@@ -210,7 +210,7 @@ def read_results(
             return names, points, outcomes, str(attrs["function"])
     except SweepFileError:
         raise
-    except Exception as error:  # noqa: BLE001 - damaged, truncated, a failed checksum
+    except Exception as error:  # damaged, truncated, a failed checksum
         raise SweepFileError(
             f"sweep results file {filename!r} cannot be read: it is damaged, truncated or "
             f"of another kind ({type(error).__name__}: {error})"
