@@ -25,7 +25,7 @@ from ..engines import chain_engine
 from ..model.parameterized import ParameterizedSystem
 from ..options import EngineOptions
 from . import checks
-from .dynamics import _as_process_tensor_list, _resolve_grid
+from .dynamics import as_process_tensor_list, resolve_grid
 
 
 def _traced_generator(system: ParameterizedSystem) -> Callable[[Any], Any]:
@@ -94,7 +94,7 @@ def differentiable_dynamics(
     if not isinstance(system, ParameterizedSystem):
         raise TypeError(f"system must be a ParameterizedSystem; got {type(system).__name__}")
     record_all = check.boolean(record_all, "record_all")
-    pts = _as_process_tensor_list(process_tensors)
+    pts = as_process_tensor_list(process_tensors)
     if not pts:
         raise ValueError("differentiable_dynamics needs at least one process tensor")
     for i, pt in enumerate(pts):
@@ -103,7 +103,7 @@ def differentiable_dynamics(
                 f"process tensor {i} has dimension {pt.dimension} but the system has "
                 f"dimension {system.dimension}"
             )
-    dt, num_steps = _resolve_grid(pts, dt, num_steps)
+    dt, num_steps = resolve_grid(pts, dt, num_steps)
     checks.affordable_run(num_steps, system.dimension, num_steps + 1, "differentiable_dynamics")
     d, m = system.dimension, system.number_of_parameters
     run = chain_engine(options).differentiable(

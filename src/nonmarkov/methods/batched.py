@@ -371,14 +371,14 @@ def _run_chunks(
             run = BatchedChainRun(
                 initial=initial[members.start : members.stop],
                 num_steps=num_steps,
-                propagators=_Propagators(
+                propagators=MemberPropagators(
                     [propagators[m] for m in members],
                     [type(systems_b[m]) is System for m in members],
                     d,
                     num_steps > 0,
                 ),
                 constant_propagators=all(type(systems_b[m]) is System for m in members),
-                controls=_controls([controls_b[m] for m in members], controls, d),
+                controls=member_controls([controls_b[m] for m in members], controls, d),
                 process_tensors=process_tensors,
                 record_all=record_all,
                 on_step=bar.update,
@@ -394,12 +394,16 @@ def _chunk_size(batch: int, d: int, bond_product: int, recorded: int, limit: int
     return max(1, min(batch, limit // member))
 
 
-class _Propagators:
+class MemberPropagators:
     """``propagators(k)`` of a chunk of members, from each member's own
     ``propagators(k)`` (one object per distinct system): (d^2, d^2) when one serves
     every member, else (b, d^2, d^2) stacks; the rows of time-independent members
     (``constant``) are computed once, the others at each step (once per distinct
-    object). Returns the same arrays while nothing changes."""
+    object). Returns the same arrays while nothing changes.
+
+    ``members``: each member's ``propagators(k)`` -> (first half, second half);
+    ``constant``: whether each member's system is time-independent; ``d``: the
+    system dimension; ``run``: whether the run has steps at all."""
 
     def __init__(self, members: list[Any], constant: list[bool], d: int, run: bool):
         self._members = members
@@ -420,6 +424,7 @@ class _Propagators:
             )
 
     def __call__(self, step: int) -> tuple[Any, Any]:
+        """The two half-step propagators of step ``step`` ((d^2, d^2) or stacks)."""
         if self._shared:
             return self._members[0](step)
         if self._stacks is None:
@@ -436,10 +441,14 @@ class _Propagators:
         return first, second
 
 
-def _controls(members: list[Control | None], controls: dict[int, Any], d: int) -> Any:
+def member_controls(members: list[Control | None], controls: dict[int, Any], d: int) -> Any:
     """``controls(k)`` of a chunk: None without any control, the shared control's
     superoperators when one serves every member, else (b, d^2, d^2) stacks with the
-    identity for members without a control at that step."""
+    identity for members without a control at that step.
+
+    ``members``: each member's control (or None); ``controls``: the
+    :func:`~nonmarkov.methods.dynamics.chain_controls` pair of each distinct
+    control by ``id``; ``d``: the system dimension."""
     if all(member is None for member in members):
         return None
     if all(member is members[0] for member in members):

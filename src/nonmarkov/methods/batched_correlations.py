@@ -28,7 +28,13 @@ from ..options import EngineOptions
 from ..progress import Progress
 from . import checks
 from .batched import BATCH_BYTES, batch_members, check_member_runs
-from .correlations import TIME_ORDERS, _Chain, _Grid, _operator, _readout_vector, _Sweep
+from .correlations import (
+    TIME_ORDERS,
+    CorrelationSweep,
+    OperatorChain,
+    TimeGrid,
+    readout_vector,
+)
 
 
 def compute_correlations_batch(
@@ -79,17 +85,17 @@ def compute_correlations_batch(
     rho0, (pts, start, step, steps, progress_type) = check_member_runs(
         systems_b, states_b, controls_b, process_tensor, (start_time, dt, num_steps, progress_type)
     )
-    grid = _Grid(start, step, steps)
+    grid = TimeGrid(start, step, steps)
     d = systems_b[0].dimension
-    a = _operator(operator_a, "operator_a", d)
-    b = _operator(operator_b, "operator_b", d)
+    a = check.square_matrix(operator_a, "operator_a", d)
+    b = check.square_matrix(operator_b, "operator_b", d)
     steps_a = grid.steps(times_a, "times_a")
     steps_b = grid.steps(times_b, "times_b")
     chains = []
     if time_order in ("ordered", "full"):
-        chains.append(_Chain([left_super(a)], _readout_vector(b), [steps_a, steps_b]))
+        chains.append(OperatorChain([left_super(a)], readout_vector(b), [steps_a, steps_b]))
     if time_order in ("anti", "full"):
-        chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
+        chains.append(OperatorChain([right_super(b)], readout_vector(a), [steps_b, steps_a]))
     branches = 1 + sum(len(chain.steps[0]) for chain in chains)
     checks.affordable_run(
         grid.num_steps,
@@ -110,7 +116,7 @@ def compute_correlations_batch(
     ):
         for lo in range(0, batch, chunk):
             members = range(lo, min(lo + chunk, batch))
-            sweep = _Sweep(
+            sweep = CorrelationSweep(
                 [systems_b[m] for m in members],
                 [controls_b[m] for m in members],
                 pts,

@@ -49,7 +49,7 @@ from ..model.system import BaseSystem, System
 from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress
-from .batched import _controls, _Propagators
+from .batched import MemberPropagators, member_controls
 from .dynamics import chain_controls, check_dynamics_inputs
 
 TIME_ORDERS = ("ordered", "anti", "full")
@@ -75,8 +75,10 @@ class OutsideGridError(ValueError, IndexError):
     index the grid expect)."""
 
 
-class _Grid:
-    """The time grid t_k = start_time + k dt, k = 0..num_steps."""
+class TimeGrid:
+    """The time grid t_k = start_time + k dt, k = 0..num_steps, of a correlation run
+    (``start_time`` and ``dt`` in the system's time unit), and the rules by which
+    OQuPy-style time specifications select its steps (:meth:`steps`)."""
 
     def __init__(self, start_time: float, dt: float, num_steps: int):
         self.start_time = start_time
@@ -84,16 +86,19 @@ class _Grid:
         self.num_steps = num_steps
 
     def describe(self) -> str:
+        """The grid in words, for error messages."""
         end = self.start_time + self.num_steps * self.dt
         return f"steps 0..{self.num_steps}, times {self.start_time:g}..{end:g} (dt={self.dt:g})"
 
     def index_of_step(self, value: Any, name: str) -> int:
+        """``value`` as a step index of the grid; ``OutsideGridError`` naming ``name``."""
         step = int(value)
         if not 0 <= step <= self.num_steps:
             raise OutsideGridError(f"{name}: step {step} is outside the grid ({self.describe()})")
         return step
 
     def index_of_time(self, value: Any, name: str) -> int:
+        """The step nearest the time ``value``; ``OutsideGridError`` naming ``name``."""
         time = check.real_number(value, name)
         step = int(round((time - self.start_time) / self.dt))
         if not 0 <= step <= self.num_steps:
@@ -104,6 +109,7 @@ class _Grid:
         return step
 
     def index_of_slice(self, value: slice, name: str) -> list[int]:
+        """The steps a slice of range(num_steps + 1) selects (at least one)."""
         steps = list(range(self.num_steps + 1)[value])
         if not steps:
             raise ValueError(f"{name}: {value} selects no step of the grid ({self.describe()})")
@@ -166,12 +172,15 @@ class _Grid:
 # --------------------------------------------------------------------------
 
 
-class _Chain:
-    """One sequence of operators: superoperators of all but the last, readout of the last.
+class OperatorChain:
+    """One sequence of n operators: the superoperators (d^2, d^2) of all but the
+    last, the readout vector (d^2,) of the last (:func:`readout_vector`).
 
     ``steps[j]``: sorted distinct steps at which operator j acts; the values
-    end up in ``values[i_0, ..., i_{n-1}]`` (indices into ``steps``), NaN
-    where the steps are not non-decreasing.
+    end up in ``values[i_0, ..., i_{n-1}]`` (indices into ``steps``, complex),
+    NaN where the steps are not non-decreasing; a sweep of b members puts a
+    member axis in front. ``position[j]`` maps a step to its index in
+    ``steps[j]``, ``last_step[j]`` is the last step of operator j.
     """
 
     def __init__(
@@ -192,6 +201,7 @@ class _Chain:
 
     @property
     def length(self) -> int:
+        """The number n of operators."""
         return len(self.steps)
 
 
@@ -206,18 +216,23 @@ class _Branch:
         self.indices = indices
 
 
-class _Sweep:
+class CorrelationSweep:
     """Propagates the branches of b members over the grid and reads out the chains:
     the state (b, bonds..., branches, d^2), each member with its own propagators and
     controls, one batched contraction per step (the batched chain engine); a chain's
-    values get a leading member axis. One system is a batch of one."""
+    values get a leading member axis. One system is a batch of one.
+
+    ``systems`` and ``controls``: one per member (one dimension d);
+    ``process_tensors``: shared by the members; ``grid``: the :class:`TimeGrid`;
+    ``subdiv_limit``, ``liouvillian_epsrel``: of the systems' propagators;
+    ``options``: the engine options."""
 
     def __init__(
         self,
         systems: list[BaseSystem],
         controls: list[Control | None],
         process_tensors: list[Any],
-        grid: _Grid,
+        grid: TimeGrid,
         subdiv_limit: int | None,
         liouvillian_epsrel: float,
         options: EngineOptions | None,
@@ -230,7 +245,7 @@ class _Sweep:
                 distinct[id(member)] = member.get_propagators(
                     grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
                 )
-        self.propagators = _Propagators(
+        self.propagators = MemberPropagators(
             [distinct[id(member)] for member in systems],
             [type(member) is System for member in systems],
             self.d,
@@ -240,7 +255,7 @@ class _Sweep:
             id(c): chain_controls(c, grid.dt, grid.start_time) for c in controls
         }  # (initial, controls(k)) per distinct control
         self.initial_controls = [made[id(c)][0] for c in controls]
-        self.controls = _controls(controls, made, self.d)
+        self.controls = member_controls(controls, made, self.d)
         self.engine = batched_chain_engine(options)
         self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
         self.num_bonds = len(self.pts)
@@ -250,12 +265,16 @@ class _Sweep:
             return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
         return [pt.cap(step - 1) for pt in self.pts]
 
-    def run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
+    def run(
+        self, rho0: default_np.ndarray, chains: list[OperatorChain], progress: Progress
+    ) -> None:
         """Fill ``chain.values`` (b, ...) of every chain for the members' ``rho0`` (b, d, d)."""
         with self.engine.stepping():  # the branch operations run where the steps do
             self._run(rho0, chains, progress)
 
-    def _run(self, rho0: default_np.ndarray, chains: list[_Chain], progress: Progress) -> None:
+    def _run(
+        self, rho0: default_np.ndarray, chains: list[OperatorChain], progress: Progress
+    ) -> None:
         axis = 1 + self.num_bonds  # the branches
         end = max(chain.last_step[-1] for chain in chains)
         root_end = max(chain.last_step[0] for chain in chains)
@@ -285,7 +304,7 @@ class _Sweep:
         self,
         state: Any,
         branches: list[_Branch],
-        chains: list[_Chain],
+        chains: list[OperatorChain],
         superops: list[list[Any]],
         readouts: list[Any],
         k: int,
@@ -323,7 +342,7 @@ class _Sweep:
         return state, branches
 
 
-def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool:
+def _alive(branch: _Branch, chains: list[OperatorChain], k: int, root_end: int) -> bool:
     """Whether an operator may still act on ``branch`` after step ``k``."""
     if branch.chain is None:
         return k < root_end
@@ -333,11 +352,11 @@ def _alive(branch: _Branch, chains: list[_Chain], k: int, root_end: int) -> bool
 def _sweep_one(
     system: BaseSystem,
     pts: list[BaseProcessTensor],
-    grid: _Grid,
+    grid: TimeGrid,
     control: Control | None,
     settings: tuple[int | None, float, EngineOptions | None],
     rho0: default_np.ndarray,
-    chains: list[_Chain],
+    chains: list[OperatorChain],
     progress_type: str,
 ) -> None:
     """Fill ``chain.values`` of every chain for one system: a batch of one member.
@@ -347,7 +366,9 @@ def _sweep_one(
     for chain in chains:
         chain.values = chain.values[None]
     with hot_loop_threads(), Progress(end, progress_type, "correlations") as progress:
-        sweep = _Sweep([system], [control], pts, grid, subdiv_limit, liouvillian_epsrel, options)
+        sweep = CorrelationSweep(
+            [system], [control], pts, grid, subdiv_limit, liouvillian_epsrel, options
+        )
         sweep.run(rho0[None], chains, progress)
     for chain in chains:
         chain.values = chain.values[0]
@@ -367,19 +388,16 @@ def _prepare(
     num_steps: Any,
     control: Any,
     progress_type: Any,
-) -> tuple[list[BaseProcessTensor], default_np.ndarray, _Grid, str]:
+) -> tuple[list[BaseProcessTensor], default_np.ndarray, TimeGrid, str]:
     process_tensors, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(
         system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
     )
-    return process_tensors, rho0, _Grid(start_time, dt, num_steps), progress_type
+    return process_tensors, rho0, TimeGrid(start_time, dt, num_steps), progress_type
 
 
-def _operator(value: Any, name: str, dimension: int) -> default_np.ndarray:
-    return check.square_matrix(value, name, dimension)
-
-
-def _readout_vector(operator: default_np.ndarray) -> default_np.ndarray:
-    """r with r . vec(X) = Tr(operator X) (row-major vec)."""
+def readout_vector(operator: default_np.ndarray) -> default_np.ndarray:
+    """The (d^2,) vector r with r . vec(X) = Tr(operator X) for a (d, d) ``operator``
+    (row-major vec): the read-out of the last operator of a chain."""
     return operator.T.reshape(-1)
 
 
@@ -449,15 +467,15 @@ def compute_correlations(
         system, process_tensor, initial_state, start_time, dt, num_steps, control, progress_type
     )
     d = system.dimension
-    a = _operator(operator_a, "operator_a", d)
-    b = _operator(operator_b, "operator_b", d)
+    a = check.square_matrix(operator_a, "operator_a", d)
+    b = check.square_matrix(operator_b, "operator_b", d)
     steps_a = grid.steps(times_a, "times_a")
     steps_b = grid.steps(times_b, "times_b")
     chains = []
     if time_order in ("ordered", "full"):
-        chains.append(_Chain([left_super(a)], _readout_vector(b), [steps_a, steps_b]))
+        chains.append(OperatorChain([left_super(a)], readout_vector(b), [steps_a, steps_b]))
     if time_order in ("anti", "full"):
-        chains.append(_Chain([right_super(b)], _readout_vector(a), [steps_b, steps_a]))
+        chains.append(OperatorChain([right_super(b)], readout_vector(a), [steps_b, steps_a]))
     _sweep_one(
         system,
         pts,
@@ -543,7 +561,7 @@ def compute_correlations_nt(
             f"operators, ops_times and ops_order must have the same length; got "
             f"{n}, {len(ops_times)} and {len(ops_order)}"
         )
-    matrices = [_operator(op, f"operators[{j}]", d) for j, op in enumerate(operators)]
+    matrices = [check.square_matrix(op, f"operators[{j}]", d) for j, op in enumerate(operators)]
     sides = [
         check.choice(side, OPERATOR_SIDES, f"ops_order[{j}]") for j, side in enumerate(ops_order)
     ]
@@ -552,7 +570,7 @@ def compute_correlations_nt(
         left_super(m) if side == "left" else right_super(m)
         for m, side in zip(matrices[:-1], sides[:-1])
     ]
-    chain = _Chain(superoperators, _readout_vector(matrices[-1]), steps)
+    chain = OperatorChain(superoperators, readout_vector(matrices[-1]), steps)
     _sweep_one(
         system,
         pts,

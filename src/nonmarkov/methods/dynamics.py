@@ -47,8 +47,10 @@ from .metadata import dynamics_metadata, run_statistics
 _DT_TOLERANCE = 1e-10
 
 
-def _as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
-    """The non-trivial process tensors of ``process_tensor`` (one or a sequence)."""
+def as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
+    """The non-trivial process tensors of ``process_tensor`` (None, one or a
+    sequence), in order; a ``TypeError`` naming the index of an item that is not a
+    process tensor. A :class:`TrivialProcessTensor` is left out."""
     if process_tensor is None:
         return []
     items = list(process_tensor) if isinstance(process_tensor, Sequence) else [process_tensor]
@@ -60,10 +62,13 @@ def _as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
     return [item for item in items if not isinstance(item, TrivialProcessTensor)]
 
 
-def _resolve_grid(
+def resolve_grid(
     process_tensors: list[BaseProcessTensor], dt: float | None, num_steps: int | None
 ) -> tuple[float, int]:
-    """Check that the process tensors fit the requested dt and num_steps."""
+    """The run's (dt, num_steps): the given values checked against the process
+    tensors' time steps and lengths, or taken from them where None (dt from the
+    first process tensor with a grid, num_steps from the shortest). A
+    ``ValueError`` names the process tensor that does not fit."""
     if dt is not None:
         dt = check.positive_number(dt, "dt")
     if num_steps is not None:
@@ -157,14 +162,14 @@ def check_dynamics_inputs(
         raise ValueError(
             f"control has dimension {control.dimension}, the system {system.dimension}"
         )
-    process_tensors = _as_process_tensor_list(process_tensor)
+    process_tensors = as_process_tensor_list(process_tensor)
     for i, pt in enumerate(process_tensors):
         if pt.dimension != system.dimension:
             raise ValueError(
                 f"process tensor {i} has dimension {pt.dimension} but the system "
                 f"has dimension {system.dimension}"
             )
-    dt, num_steps = _resolve_grid(process_tensors, dt, num_steps)
+    dt, num_steps = resolve_grid(process_tensors, dt, num_steps)
     checks.affordable_run(num_steps, system.dimension, 0, "the run")
     checks.discretisation(dt, "the run", system)
     missed = [] if control is None else control.outside(num_steps, dt, start_time)

@@ -47,7 +47,7 @@ from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress, check_progress_type
 from . import checks
-from .dynamics import _as_process_tensor_list, chain_controls, check_dynamics_inputs
+from .dynamics import as_process_tensor_list, chain_controls, check_dynamics_inputs
 from .metadata import dynamics_metadata
 
 
@@ -283,7 +283,7 @@ def _adjoint(
     array = system.check_parameters(parameters)
     if process_tensors is None:
         process_tensors = []
-    finite = [pt for pt in _as_process_tensor_list(process_tensors) if pt.num_steps is not None]
+    finite = [pt for pt in as_process_tensor_list(process_tensors) if pt.num_steps is not None]
     if num_steps is None and not finite:
         num_steps = array.shape[0] // 2  # no process tensor sets the length
     pts, rho0, start_time, dt, num_steps, progress_type = check_dynamics_inputs(

@@ -39,7 +39,7 @@ from ..model.system import MeanFieldSystem
 from ..options import EngineOptions, resolve
 from ..progress import Progress, check_progress_type
 from . import checks
-from .dynamics import _as_process_tensor_list, _resolve_grid, chain_controls
+from .dynamics import as_process_tensor_list, chain_controls, resolve_grid
 from .tempo import TempoWindow
 
 
@@ -294,7 +294,7 @@ def compute_dynamics_with_field(
     controls = [None] * n if control_list is None else _check_list(control_list, "control_list", n)
     process_tensors = []
     for i, (item, member) in enumerate(zip(pt_items, systems)):
-        pts = _as_process_tensor_list(item)
+        pts = as_process_tensor_list(item)
         for pt in pts:
             if pt.dimension != member.dimension:
                 raise ValueError(
@@ -311,7 +311,7 @@ def compute_dynamics_with_field(
                 f"{member.dimension}"
             )
     everything = [pt for pts in process_tensors for pt in pts]
-    dt, num_steps = _resolve_grid(everything, dt, num_steps)
+    dt, num_steps = resolve_grid(everything, dt, num_steps)
     checks.affordable_run(
         num_steps,
         max(member.dimension for member in systems),

@@ -32,7 +32,7 @@ import scipy.linalg
 from .. import validation as check
 from ..validation import HERMITICITY_TOLERANCE
 from . import guards
-from .system import BaseSystem, PropagatorPair, _check_lindblad_lists
+from .system import BaseSystem, PropagatorPair, check_lindblad_lists
 
 #: Relative step of the central differences of the user's functions.
 DIFFERENCE_STEP = 1e-3
@@ -95,7 +95,7 @@ class ParameterizedSystem(BaseSystem):
                 "hamiltonian(p_1, ..., p_M) -> (d, d)"
             )
         count = _number_of_parameters(hamiltonian)
-        gammas, lindblad_operators = _check_lindblad_lists(gammas, lindblad_operators)
+        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
         for i, item in enumerate(list(gammas) + list(lindblad_operators)):
             if not callable(item):
                 what = "gammas" if i < len(gammas) else "lindblad_operators"

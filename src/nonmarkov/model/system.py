@@ -85,7 +85,10 @@ def _as_list(value: Any, name: str, what: str) -> list:
     return list(value)
 
 
-def _check_lindblad_lists(gammas, lindblad_operators) -> tuple[list, list]:
+def check_lindblad_lists(gammas: Any, lindblad_operators: Any) -> tuple[list, list]:
+    """``gammas`` (rates, 1/time) and ``lindblad_operators`` ((d, d) matrices), each
+    None or a list or tuple, as two lists of the same length; a ``TypeError`` or
+    ``ValueError`` that names the argument. The items are checked by the caller."""
     gammas = _as_list(gammas, "gammas", "rates")
     lindblad_operators = _as_list(lindblad_operators, "lindblad_operators", "(d, d) matrices")
     if len(gammas) != len(lindblad_operators):
@@ -117,7 +120,7 @@ class System(BaseSystem):
     ):
         self._hamiltonian = check.hermitian_matrix(hamiltonian, "hamiltonian")
         dimension = self._hamiltonian.shape[0]
-        gammas, lindblad_operators = _check_lindblad_lists(gammas, lindblad_operators)
+        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
         self._gammas = [
             check.non_negative_number(gamma, f"gammas[{i}]") for i, gamma in enumerate(gammas)
         ]
@@ -239,7 +242,7 @@ class TimeDependentSystem(BaseSystem):
     ):
         if not callable(hamiltonian):
             raise TypeError("hamiltonian of a TimeDependentSystem must be a callable t -> (d, d)")
-        gammas, lindblad_operators = _check_lindblad_lists(gammas, lindblad_operators)
+        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
         for i, item in enumerate(list(gammas) + list(lindblad_operators)):
             if not callable(item):
                 what = "gammas" if i < len(gammas) else "lindblad_operators"
@@ -449,7 +452,7 @@ class TimeDependentSystemWithField(BaseSystem):
                 "hamiltonian of a TimeDependentSystemWithField must be a callable "
                 "(t, field) -> (d, d)"
             )
-        gammas, lindblad_operators = _check_lindblad_lists(gammas, lindblad_operators)
+        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
         for i, item in enumerate(list(gammas) + list(lindblad_operators)):
             if not callable(item):
                 what = "gammas" if i < len(gammas) else "lindblad_operators"

@@ -295,7 +295,8 @@ def read_oqupy_file(filename: str, handle: Any) -> SimpleProcessTensor:
 def read_if_oqupy(filename: str) -> SimpleProcessTensor | None:
     """The process tensor of ``filename`` if it is an OQuPy file, else None (a missing,
     non-HDF5 or unreadable file is left to the nonmarkov reader, which names the problem)."""
-    h5py = hdf5._h5py()
+    import h5py
+
     if not os.path.isfile(filename) or not h5py.is_hdf5(filename):
         return None
     try:

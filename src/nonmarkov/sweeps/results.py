@@ -8,7 +8,7 @@ from typing import Any
 import numpy as default_np
 
 from .grid import point_key
-from .store import Outcome, _grid_column, read_results
+from .store import Outcome, grid_column, read_results
 
 
 class SweepFailure(RuntimeError):
@@ -70,7 +70,7 @@ class SweepResults:
     @property
     def grid(self) -> dict[str, default_np.ndarray]:
         """Per parameter name its values over the points, (P,) arrays."""
-        return {name: _grid_column([p[name] for p in self.points]) for name in self.names}
+        return {name: grid_column([p[name] for p in self.points]) for name in self.names}
 
     def index(self, **parameters: Any) -> int:
         """The index of the point with these parameter values (KeyError if none)."""

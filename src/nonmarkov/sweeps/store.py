@@ -129,8 +129,9 @@ def read_point(filename: str, key: str) -> Outcome:
         ) from error
 
 
-def _grid_column(values: list[Any]) -> default_np.ndarray:
-    """One parameter's values as an array of one kind (JSON text if they mix kinds)."""
+def grid_column(values: list[Any]) -> default_np.ndarray:
+    """One parameter's values (one per point) as a 1-d array of one kind: bool,
+    int64, float64 or text (JSON text if they mix kinds)."""
     kinds = {type(v) for v in values}
     if kinds == {bool}:
         return default_np.asarray(values, dtype=bool)
@@ -166,7 +167,7 @@ def write_results(
             handle.create_dataset("points", data=[point_json(p) for p in points], dtype=text)
             grid = handle.create_group("grid")
             for name in names:
-                column = _grid_column([p[name] for p in points])
+                column = grid_column([p[name] for p in points])
                 grid.create_dataset(
                     name, data=column, dtype=text if column.dtype == object else None
                 )
