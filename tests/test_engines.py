@@ -4,7 +4,8 @@ Every window engine available (``HostWindowEngine`` on NumPy; ``JaxWindowEngine`
 with its compiled zip-up steps and as its planner chooses, when JAX is installed) runs
 windows built
 from a :class:`~nonmarkov.engines.base.WindowSpec` the way TEMPO and PT-TEMPO
-build them; every chain engine runs the same :class:`~nonmarkov.engines.base.ChainRun`:
+build them; every chain engine (also the plain one of ``tests/engines_plain_python.py``)
+runs the same :class:`~nonmarkov.engines.base.ChainRun`:
 
 - a 'trace' window: the read-outs agree across engines and with ``nm.Tempo``,
   also when the steps come in calls of any length; on the independent-boson
@@ -35,6 +36,7 @@ import numpy
 import pytest
 
 import nonmarkov as nm
+from engines_plain_python import PlainChainEngine
 from models import (
     SX,
     SZ,
@@ -110,10 +112,12 @@ def window_kind(request) -> Kind:
     )
 
 
-@pytest.fixture(params=["host", "jax-compiled", "jax-planned"])
+@pytest.fixture(params=["host", "plain", "jax-compiled", "jax-planned"])
 def chain_kind(request) -> Kind:
     if request.param == "host":
         return Kind("host", "numpy", lambda: HostChainEngine(session_options()))
+    if request.param == "plain":  # the smallest engine (docs/ARCHITECTURE.md, "Adding an engine")
+        return Kind("plain", "numpy", lambda: PlainChainEngine(session_options()))
     pytest.importorskip("jax")
     from nonmarkov.engines.jax.engine import JaxChainEngine
 
