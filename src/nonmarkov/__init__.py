@@ -71,6 +71,8 @@ from .model.parameterized import ParameterizedSystem as ParameterizedSystem
 from .model.parameters import GibbsParameters as GibbsParameters
 from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters
+from .model.spectral_densities import DrudeLorentzSD as DrudeLorentzSD
+from .model.spectral_densities import UnderdampedSD as UnderdampedSD
 from .model.system import MeanFieldSystem as MeanFieldSystem
 from .model.system import System as System
 from .model.system import TimeDependentSystem as TimeDependentSystem
@@ -97,6 +99,7 @@ __all__ = [
     "Control",
     "CustomCorrelations",
     "CustomSD",
+    "DrudeLorentzSD",
     "Dynamics",
     "EngineOptions",
     "FileProcessTensor",
@@ -120,6 +123,7 @@ __all__ = [
     "TimeDependentSystemWithField",
     "TrivialProcessTensor",
     "TwoTimeBathCorrelations",
+    "UnderdampedSD",
     "UniformProcessTensor",
     "__version__",
     "backends",

@@ -1,0 +1,558 @@
+"""Spectral densities of the field: Drude-Lorentz, underdamped (Brownian oscillator), tabulated.
+
+Convention (DESIGN.md section 1): for the coupling S sum_k (g_k b_k + g_k^* b_k^dag),
+
+    J(w) = sum_k |g_k|^2 delta(w - w_k),
+    C(tau) = int_0^inf J(w) [coth(w / 2T) cos(w tau) - i sin(w tau)] dw,
+
+with no factor 1/pi in C. The HEOM literature and QuTiP write the same physics
+with J_them = pi J and a factor 1/pi in C(t), so the correlation functions agree
+when J = J_them / pi. The reorganisation energy is lambda = int_0^inf J(w) / w dw
+here, (1/pi) int_0^inf J_them(w) / w dw there: the same number.
+
+Drude-Lorentz and underdamped baths have rational J(w), so C(tau) is a finite sum
+of exponentials from the poles of J (the resonant terms) plus the Matsubara
+series sum_k a_k exp(-nu_k tau), nu_k = 2 pi k T, from the poles of coth. The
+discretised influence (integrals of C over squares and triangles of the time grid)
+then has a closed form per exponential; the Matsubara series is summed exactly to
+k = M and its tail by the Euler-Maclaurin formula (the integral of the summand from
+M + 1/2 plus the first derivative correction), which converges the series to double
+precision whatever the temperature (the Drude-Lorentz terms of a triangle integral
+fall only as 1/k^2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as default_np
+
+from .. import config
+from .. import validation as check
+from .correlations import BaseCorrelations, CustomSD, _weight_segments
+
+#: Matsubara terms summed one by one; the rest by Euler-Maclaurin
+_MIN_MATSUBARA_TERMS = 2000
+#: Taylor order of (1 - e^-x) / x and (1 - (1 + x) e^-x) / x^2 for |x| < 1/2
+_SERIES_TERMS = 20
+_SERIES_RADIUS = 0.5
+_FACTORIALS = default_np.array([math.factorial(n) for n in range(_SERIES_TERMS + 2)], dtype=float)
+_GL_NODES, _GL_WEIGHTS = default_np.polynomial.legendre.leggauss(32)
+#: panels of s in (0, 1] for the tail integral over k = (M + 1/2) / s, graded towards s = 0
+_TAIL_PANELS = ((0.0, 1 / 32), (1 / 32, 1 / 8), (1 / 8, 1 / 4), (1 / 4, 1 / 2), (1 / 2, 1.0))
+#: relative distance of a real pole rate from a Matsubara frequency below which the two
+#: terms are summed as one pair (each alone would be large and cancel)
+_RESONANCE_WINDOW = 0.05
+
+
+def _tail_nodes() -> tuple[default_np.ndarray, default_np.ndarray]:
+    """Gauss-Legendre nodes and weights of the panels ``_TAIL_PANELS`` of (0, 1]."""
+    nodes, weights = [], []
+    for a, b in _TAIL_PANELS:
+        nodes.append(a + 0.5 * (b - a) * (_GL_NODES + 1.0))
+        weights.append(0.5 * (b - a) * _GL_WEIGHTS)
+    return default_np.concatenate(nodes), default_np.concatenate(weights)
+
+
+_TAIL_S, _TAIL_W = _tail_nodes()
+
+
+def _phi_psi(x: Any) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """phi(x) = int_0^1 e^{-x s} ds and psi(x) = int_0^1 s e^{-x s} ds, elementwise for a
+    real or complex array with Re x >= 0; a Taylor series near x = 0 (no cancellation)."""
+    x = default_np.asarray(x)
+    small = default_np.abs(x) < _SERIES_RADIUS
+    xl = default_np.where(small, 1.0, x)
+    decay = default_np.exp(-xl)
+    phi = (1.0 - decay) / xl
+    psi = (phi - decay) / xl
+    if default_np.any(small):
+        n = default_np.arange(_SERIES_TERMS)
+        powers = (-x[small])[..., None] ** n
+        phi[small] = default_np.sum(powers / _FACTORIALS[n + 1], axis=-1)
+        psi[small] = default_np.sum(powers / (_FACTORIALS[n] * (n + 2)), axis=-1)
+    return phi, psi
+
+
+def _segment_integral(rates: Any, start: float, length: float, w_a: float, w_b: float) -> Any:
+    """int_start^{start + length} w(tau) exp(-z tau) dtau for each rate z (array), with w
+    linear from w_a at ``start`` to w_b at the end; start >= 0, Re z >= 0."""
+    rates = default_np.asarray(rates)
+    phi, psi = _phi_psi(rates * length)
+    return length * default_np.exp(-rates * start) * (w_a * phi + (w_b - w_a) * psi)
+
+
+Segment = tuple[float, float, float, float, bool]
+
+
+def _segments(delta: float, time_1: float, time_2: float | None, shape: str) -> list[Segment]:
+    """The region's weight w(tau) (``_weight_segments``) as pieces on tau >= 0:
+    (start, length, w_start, w_end, reflected); a reflected piece stands for
+    [-start - length, -start], where C(tau) = C(-tau)^*."""
+    pieces: list[Segment] = []
+    for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+        if tau_b <= tau_a:
+            continue
+        cuts = [(tau_a, w_a)]
+        if tau_a < 0.0 < tau_b:
+            cuts.append((0.0, w_a + (w_b - w_a) * (0.0 - tau_a) / (tau_b - tau_a)))
+        cuts.append((tau_b, w_b))
+        for (a, wa), (b, wb) in zip(cuts[:-1], cuts[1:]):
+            if b <= 0.0:
+                pieces.append((-b, b - a, wb, wa, True))
+            else:
+                pieces.append((a, b - a, wa, wb, False))
+    return pieces
+
+
+class ExponentialSD(CustomSD):
+    """Base of spectral densities whose J(w) is rational (odd in w), so that C(tau) is a
+    finite sum of exponentials plus the Matsubara series (module docstring).
+
+    A subclass gives J(w) (``_j_values``), the poles w_p of J in the lower half plane
+    with their residues (``_poles``), and the Matsubara amplitudes a(nu) =
+    -2 pi i T J(-i nu) (``_matsubara_amplitude``). Then, for tau >= 0,
+
+        C(tau) = sum_p c_p exp(-z_p tau) + sum_{k >= 1} a(nu_k) exp(-nu_k tau),
+
+    z_p = i w_p, c_p = -i pi Res_p J (coth(w_p / 2T) + 1), nu_k = 2 pi k T, and
+    C(-tau) = C(tau)^*. Needs T > 0.
+    """
+
+    def __init__(
+        self,
+        temperature: float,
+        frequency_scale: float,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        BaseCorrelations.__init__(self, name, description)
+        self.temperature = check.positive_number(temperature, "temperature")
+        self._frequency_scale = float(frequency_scale)
+        self._upper_limit = math.inf
+        self.j_function = self.spectral_density
+        rates, amplitudes = [], []
+        for pole, residue in self._poles():
+            rates.append(1j * pole)
+            coth = 1.0 / complex(default_np.tanh(pole / (2.0 * self.temperature)))
+            amplitudes.append(-1j * math.pi * residue * (coth + 1.0))
+        self._rates = default_np.array(rates, dtype=complex)
+        self._amplitudes = default_np.array(amplitudes, dtype=complex)
+        self._nu_1 = 2.0 * math.pi * self.temperature
+        largest = max(float(default_np.max(default_np.abs(self._rates))), frequency_scale)
+        self._num_terms = max(_MIN_MATSUBARA_TERMS, int(math.ceil(4.0 * largest / self._nu_1)))
+        #: (k, coefficient, rate, delta) of a Matsubara term summed with a resonant one
+        self._pair: tuple[int, float, float, float] | None = None
+
+    # --- what a subclass provides -------------------------------------------------
+    def _j_values(self, omega: default_np.ndarray) -> default_np.ndarray:
+        """J(w) for an array of w > 0."""
+        raise NotImplementedError
+
+    def _poles(self) -> list[tuple[complex, complex]]:
+        """(w_p, residue of J at w_p) for the poles of J with Im w_p < 0."""
+        raise NotImplementedError
+
+    def _matsubara_amplitude(self, nu: Any) -> Any:
+        """a(nu) = -2 pi i T J(-i nu) (real) for an array of nu > 0."""
+        raise NotImplementedError
+
+    # --- the spectral density ------------------------------------------------------
+    def spectral_density(self, omega: Any) -> Any:
+        """J(w) for a scalar or an array of frequencies (0 for w <= 0)."""
+        omega_array = default_np.asarray(omega, dtype=float)
+        positive = default_np.where(omega_array > 0, omega_array, 1.0)
+        values = default_np.where(omega_array > 0, self._j_values(positive), 0.0)
+        return values if values.ndim else float(values)
+
+    def _spectral_density_scalar(self, omega: float) -> float:
+        return float(self.spectral_density(omega))
+
+    def _j_scalar(self, omega: float) -> float:
+        return float(self.spectral_density(omega))
+
+    def _time_scale(self) -> float:
+        return 1.0 / self._frequency_scale
+
+    def _quad(self, function, epsrel, subdiv_limit, weight=None, wvar=None) -> float:
+        """int_0^inf function(w) dw (no oscillatory weight: the closed forms need none)."""
+        import scipy.integrate
+
+        if weight is not None:
+            raise ValueError(f"{type(self).__name__} integrates no oscillatory weight")
+        scale = self._frequency_scale
+        total = 0.0
+        for a, b in ((0.0, scale), (scale, 10.0 * scale), (10.0 * scale, math.inf)):
+            value, _ = scipy.integrate.quad(
+                function, a, b, epsrel=epsrel, epsabs=0.0, limit=subdiv_limit
+            )
+            total += value
+        return total
+
+    # --- the Matsubara series ------------------------------------------------------
+    def _matsubara_sum(self, transform) -> complex:
+        """sum_{k >= 1} a(nu_k) F(nu_k) for ``transform`` F (array of nu -> array): the
+        first M terms one by one, the rest as int_{M + 1/2}^inf f(k) dk + f'(M + 1/2) / 24
+        (Euler-Maclaurin, f(k) = a(k nu_1) F(k nu_1) smooth in k beyond M)."""
+        nu_1 = self._nu_1
+        count = self._num_terms
+        k = default_np.arange(1, count + 1, dtype=float)
+        if self._pair is not None:
+            k = k[k != self._pair[0]]  # summed with the resonant term
+        terms = self._matsubara_amplitude(nu_1 * k) * transform(nu_1 * k)
+        total = complex(default_np.sum(terms))
+
+        def summand(x: Any) -> Any:
+            x = default_np.asarray(x, dtype=float)
+            return self._matsubara_amplitude(nu_1 * x) * transform(nu_1 * x)
+
+        centre = count + 0.5
+        tail = default_np.sum(_TAIL_W * centre / _TAIL_S**2 * summand(centre / _TAIL_S))
+        ends = summand(default_np.array([centre - 1.0, centre + 1.0]))
+        return total + complex(tail) + complex(ends[1] - ends[0]) / 48.0
+
+    # --- correlations --------------------------------------------------------------
+    def correlation(
+        self,
+        tau,
+        epsrel=config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit=config.DEFAULT_SUBDIV_LIMIT,
+        matsubara=False,
+    ):
+        """C(tau) for a scalar or an array of real times (complex), in closed form
+        (``epsrel``, ``subdiv_limit`` unused); ``matsubara=True``: the imaginary-time
+        correlation (real, by quadrature over w). Re C(0) is infinite where J(w) falls
+        as slowly as 1/w (Drude-Lorentz)."""
+        if matsubara:
+            return self.matsubara_correlation(tau, epsrel, subdiv_limit)
+        taus = default_np.asarray(tau, dtype=float)
+        values = default_np.array(
+            [self._correlation_scalar(float(t)) for t in taus.reshape(-1)], dtype=complex
+        )
+        return values.reshape(taus.shape) if taus.ndim else complex(values[0])
+
+    def _correlation_scalar(self, tau: float) -> complex:
+        t = abs(tau)
+        if t == 0.0 and self._diverges_at_zero():
+            value = complex(math.inf, float(default_np.sum(self._amplitudes.imag)))
+        else:
+            value = complex(default_np.sum(self._amplitudes * default_np.exp(-self._rates * t)))
+            value += self._matsubara_sum(lambda nu: default_np.exp(-nu * t))
+            if self._pair is not None:
+                value += self._pair_values(default_np.array([t]))[0]
+        return value if tau >= 0 else value.conjugate()
+
+    def _diverges_at_zero(self) -> bool:
+        """Whether sum_k a(nu_k) diverges (a(nu) ~ 1/nu: J(w) falls as 1/w)."""
+        return False
+
+    def _pair_values(self, taus: default_np.ndarray) -> default_np.ndarray:
+        """coefficient * exp(-rate tau) expm1(-delta tau) / delta for taus >= 0."""
+        assert self._pair is not None
+        _, coefficient, rate, delta = self._pair
+        if delta == 0.0:
+            ratio = -taus
+        else:
+            ratio = default_np.expm1(-delta * taus) / delta
+        return coefficient * default_np.exp(-rate * taus) * ratio
+
+    def _pair_integral(self, pieces: list[Segment]) -> float:
+        """int w(tau) pair(|tau|) dtau over the pieces (Gauss-Legendre, panels <= 1/rate)."""
+        assert self._pair is not None
+        rate = self._pair[2]
+        total = 0.0
+        for start, length, w_a, w_b, _ in pieces:
+            panels = max(1, int(math.ceil(length * rate)))
+            for p in range(panels):
+                a = start + length * p / panels
+                h = length / panels
+                taus = a + 0.5 * h * (_GL_NODES + 1.0)
+                weights = w_a + (w_b - w_a) * (taus - start) / length
+                total += float(
+                    default_np.sum(0.5 * h * _GL_WEIGHTS * weights * self._pair_values(taus))
+                )
+        return total
+
+    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
+        if matsubara:
+            return self._matsubara_region_integral(
+                delta, time_1, time_2, shape, epsrel, subdiv_limit
+            )
+        if shape == "rectangle" and math.isinf(time_2):
+            return self._region_integral(
+                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
+            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
+        pieces = _segments(delta, time_1, time_2, shape)
+        direct, reflected = 0.0j, 0.0j
+        for start, length, w_a, w_b, mirrored in pieces:
+            value = complex(
+                default_np.sum(
+                    self._amplitudes * _segment_integral(self._rates, start, length, w_a, w_b)
+                )
+            )
+            if mirrored:
+                reflected += value
+            else:
+                direct += value
+
+        def transform(nu):
+            return sum(_segment_integral(nu, p[0], p[1], p[2], p[3]) for p in pieces)
+
+        total = direct + reflected.conjugate() + self._matsubara_sum(transform)
+        if self._pair is not None:
+            total += self._pair_integral(pieces)
+        return total
+
+    def _tail_integral(self, time: float, epsrel: float, subdiv_limit: int) -> complex:
+        """int_time^inf C(tau) dtau, time > 0, in closed form."""
+        value = complex(
+            default_np.sum(self._amplitudes * default_np.exp(-self._rates * time) / self._rates)
+        )
+        value += self._matsubara_sum(lambda nu: default_np.exp(-nu * time) / nu)
+        if self._pair is not None:
+            _, coefficient, rate, delta = self._pair
+            # int_t^inf e^{-r tau} (e^{-delta tau} - 1) / delta = e^{-r t} (...) in a stable form
+            decay = math.exp(-rate * time)
+            if delta == 0.0:
+                value += -coefficient * decay * (time / rate + 1.0 / rate**2)
+            else:
+                inner = math.expm1(-delta * time) / delta / (rate + delta)
+                value += coefficient * decay * (inner - 1.0 / (rate * (rate + delta)))
+        return value
+
+    def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
+        """Region integral of C_M(tau) = int J(w) [e^{-w tau} + e^{-w (beta - tau)}] /
+        (1 - e^{-w beta}) dw: the tau integral in closed form, then quadrature over w."""
+        beta = 1.0 / self.temperature
+        pieces = _segments(delta, time_1, time_2, shape)
+
+        def integrand(w: float) -> float:
+            if w <= 0.0:
+                return 0.0
+            rate = default_np.array([w])
+            total = 0.0
+            for start, length, w_a, w_b, _ in pieces:
+                total += float(_segment_integral(rate, start, length, w_a, w_b)[0])
+                # e^{-w (beta - tau)}: tau from start to start + length is u = beta - tau
+                total += float(_segment_integral(rate, beta - start - length, length, w_b, w_a)[0])
+            return float(self.spectral_density(w)) * total / -math.expm1(-w * beta)
+
+        return complex(self._quad(integrand, epsrel, subdiv_limit), 0.0)
+
+    def max_correlation_time_estimate(self, tolerance: float = 1e-3) -> float:
+        """Smallest time tau_c with |C(tau)| <= tolerance * max |C| from tau_c on, on a
+        geometric grid of times from 1e-3 / (frequency scale) (where Re C(0) is
+        infinite, the maximum is over that grid)."""
+        taus = default_np.geomspace(1e-3, 1e4, 161) * self._time_scale()
+        values = default_np.abs(default_np.asarray(self.correlation(taus)))
+        reference = max(float(default_np.max(values)), abs(complex(self.correlation(0.0))))
+        if not math.isfinite(reference):
+            reference = float(default_np.max(values))
+        above = default_np.nonzero(values > tolerance * reference)[0]
+        if len(above) == 0:
+            return float(taus[0])
+        return float(taus[min(above[-1] + 1, len(taus) - 1)])
+
+
+class DrudeLorentzSD(ExponentialSD):
+    """Drude-Lorentz (overdamped Brownian) spectral density with its exact correlation.
+
+        J(w) = (2 lambda / pi) gamma w / (gamma^2 + w^2),
+
+    lambda = ``reorganisation_energy`` = int_0^inf J(w) / w dw, gamma = ``cutoff``
+    (the width of the Lorentzian), with the library's C(tau) = int_0^inf J(w)
+    [coth(w / 2T) cos(w tau) - i sin(w tau)] dw (no 1/pi). No extra high-frequency
+    cutoff: the correlation is the exact Matsubara series (T = 1/beta, nu_k = 2 pi k T)
+
+        C(tau) = lambda gamma (cot(beta gamma / 2) - i) e^{-gamma tau}
+                 + 4 lambda gamma T sum_{k >= 1} nu_k / (nu_k^2 - gamma^2) e^{-nu_k tau},
+
+    tau >= 0 (where gamma meets a nu_k the two terms are summed together, finite).
+    Re C(0) is infinite (J falls as 1/w); its integrals, which the methods use, are
+    finite.
+
+    Conventions of the field: QuTiP's ``DrudeLorentzBath(Q, lam, gamma, T)`` /
+    ``DrudeLorentzEnvironment(T, lam, gamma)`` and the HEOM literature write
+    J_them(w) = 2 lam gamma w / (gamma^2 + w^2) = pi J(w) and C(t) = (1/pi) int
+    J_them [...] dw: the same C(t), so ``DrudeLorentzSD(lam, gamma, T)`` is their bath
+    with the same numbers (their "coupling strength" lam is this reorganisation
+    energy, (1/pi) int J_them / w dw = lam). At low frequency J = 2 alpha w with the
+    Ohmic alpha = lambda / (pi gamma) of :class:`~nonmarkov.PowerLawSD`.
+
+    Parameters
+    ----------
+    reorganisation_energy : lambda >= 0 (energy).
+    cutoff : gamma > 0 (frequency: the correlation decays at rate gamma).
+    temperature : T > 0 (energy, k_B = 1); the Drude-Lorentz correlation has no
+        T = 0 limit as a finite sum (use a T far below the system's energies).
+    """
+
+    def __init__(
+        self,
+        reorganisation_energy: float,
+        cutoff: float,
+        temperature: float,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        self.reorganisation_energy = check.non_negative_number(
+            reorganisation_energy, "reorganisation_energy"
+        )
+        self.cutoff = check.positive_number(cutoff, "cutoff")
+        _positive_temperature(temperature, "DrudeLorentzSD")
+        super().__init__(temperature, self.cutoff, name, description)
+        gamma, lam, temp = self.cutoff, self.reorganisation_energy, self.temperature
+        n = int(round(gamma / self._nu_1))
+        if n >= 1 and abs(gamma - n * self._nu_1) < _RESONANCE_WINDOW * self._nu_1:
+            # gamma ~ nu_n: lambda gamma cot(gamma / 2T) e^{-gamma tau} + a_n e^{-nu_n tau}
+            # = (lambda gamma (cot y - 1/y) + 2 lambda gamma T / (gamma + nu_n)) e^{-gamma tau}
+            #   + a_n (nu_n - gamma) e^{-gamma tau} expm1(-(nu_n - gamma) tau) / (nu_n - gamma)
+            nu_n = n * self._nu_1
+            y = (gamma - nu_n) / (2.0 * temp)
+            combined = lam * gamma * (_cot_minus_inverse(y) + 2.0 * temp / (gamma + nu_n))
+            self._amplitudes = default_np.array([combined - 1j * lam * gamma])
+            self._pair = (n, 4.0 * lam * gamma * temp * nu_n / (nu_n + gamma), gamma, nu_n - gamma)
+
+    def _diverges_at_zero(self) -> bool:
+        return self.reorganisation_energy > 0.0
+
+    def _j_values(self, omega):
+        gamma = self.cutoff
+        return (2.0 * self.reorganisation_energy / math.pi) * gamma * omega / (gamma**2 + omega**2)
+
+    def _poles(self):
+        gamma = self.cutoff
+        return [(-1j * gamma, self.reorganisation_energy * gamma / math.pi)]
+
+    def _matsubara_amplitude(self, nu):
+        gamma = self.cutoff
+        lam_gamma_t = 4.0 * self.reorganisation_energy * gamma * self.temperature
+        return lam_gamma_t * nu / (nu**2 - gamma**2)
+
+    def __str__(self) -> str:
+        return (
+            f"DrudeLorentzSD(reorganisation_energy={self.reorganisation_energy}, "
+            f"cutoff={self.cutoff}, temperature={self.temperature})"
+        )
+
+
+class UnderdampedSD(ExponentialSD):
+    """Underdamped Brownian-oscillator spectral density with its exact correlation.
+
+        J(w) = (2 lambda / pi) Gamma w0^2 w / ((w0^2 - w^2)^2 + Gamma^2 w^2),
+
+    lambda = ``reorganisation_energy`` = int_0^inf J(w) / w dw, w0 = ``frequency``
+    (the oscillator's), Gamma = ``damping`` (< 2 w0), with the library's C(tau)
+    (no 1/pi). With Omega = sqrt(w0^2 - Gamma^2 / 4) the poles w = +-Omega - i Gamma/2
+    give the resonant terms (rates Gamma/2 +- i Omega) and T > 0 the Matsubara terms
+
+        a_k = -4 lambda Gamma w0^2 T nu_k / ((w0^2 + nu_k^2)^2 - Gamma^2 nu_k^2).
+
+    Conventions of the field: the HEOM literature writes the Brownian oscillator
+    J_them(w) = 2 lam Gamma w0^2 w / ((w0^2 - w^2)^2 + Gamma^2 w^2) = pi J(w) with
+    (1/pi) in C(t) and reorganisation energy lam: ``UnderdampedSD(lam, w0, Gamma,
+    T)``. QuTiP's ``UnderDampedBath(Q, T, lam, gamma, w0)`` /
+    ``UnderDampedEnvironment(T, lam, gamma, w0)`` writes J_them = lam^2 Gamma w /
+    ((w0^2 - w^2)^2 + Gamma^2 w^2) with a coupling lam: :meth:`from_coupling`
+    (reorganisation energy lam^2 / (2 w0^2)).
+
+    Parameters
+    ----------
+    reorganisation_energy : lambda >= 0 (energy).
+    frequency : w0 > 0.
+    damping : Gamma with 0 < Gamma < 2 w0 (an underdamped oscillator; Omega >= 1e-3
+        w0, below which the two resonant terms cancel to too few digits).
+    temperature : T > 0 (energy, k_B = 1).
+    """
+
+    def __init__(
+        self,
+        reorganisation_energy: float,
+        frequency: float,
+        damping: float,
+        temperature: float,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        self.reorganisation_energy = check.non_negative_number(
+            reorganisation_energy, "reorganisation_energy"
+        )
+        self.frequency = check.positive_number(frequency, "frequency")
+        self.damping = check.positive_number(damping, "damping")
+        omega_sq = self.frequency**2 - 0.25 * self.damping**2
+        if omega_sq < (1e-3 * self.frequency) ** 2:
+            raise ValueError(
+                f"UnderdampedSD needs damping < 2 * frequency (an underdamped oscillator, "
+                f"sqrt(frequency^2 - damping^2 / 4) >= 1e-3 frequency); got damping="
+                f"{self.damping}, frequency={self.frequency}: for stronger damping use "
+                "DrudeLorentzSD or CustomSD"
+            )
+        self._omega = math.sqrt(omega_sq)
+        _positive_temperature(temperature, "UnderdampedSD")
+        super().__init__(temperature, max(self.frequency, self.damping), name, description)
+
+    @classmethod
+    def from_coupling(
+        cls,
+        coupling: float,
+        frequency: float,
+        damping: float,
+        temperature: float,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> UnderdampedSD:
+        """The bath of QuTiP's ``UnderDampedBath``/``UnderDampedEnvironment`` with
+        coupling ``coupling`` (their lam): reorganisation energy lam^2 / (2 w0^2)."""
+        coupling = check.real_number(coupling, "coupling")
+        frequency = check.positive_number(frequency, "frequency")
+        return cls(
+            coupling**2 / (2.0 * frequency**2), frequency, damping, temperature, name, description
+        )
+
+    def _j_values(self, omega):
+        w0, damping = self.frequency, self.damping
+        prefactor = 2.0 * self.reorganisation_energy * damping * w0**2 / math.pi
+        return prefactor * omega / ((w0**2 - omega**2) ** 2 + damping**2 * omega**2)
+
+    def _poles(self):
+        w0, damping = self.frequency, self.damping
+        k = 2.0 * self.reorganisation_energy * damping * w0**2 / math.pi
+        residue = 1j * k / (4.0 * damping * self._omega)
+        half = -0.5j * damping
+        return [(self._omega + half, residue), (-self._omega + half, -residue)]
+
+    def _matsubara_amplitude(self, nu):
+        w0, damping = self.frequency, self.damping
+        prefactor = -4.0 * self.reorganisation_energy * damping * w0**2 * self.temperature
+        return prefactor * nu / ((w0**2 + nu**2) ** 2 - damping**2 * nu**2)
+
+    def __str__(self) -> str:
+        return (
+            f"UnderdampedSD(reorganisation_energy={self.reorganisation_energy}, "
+            f"frequency={self.frequency}, damping={self.damping}, "
+            f"temperature={self.temperature})"
+        )
+
+
+def _positive_temperature(temperature: Any, owner: str) -> None:
+    """T > 0, or a ValueError that says why the closed form needs it."""
+    value = check.non_negative_number(temperature, "temperature")
+    if value == 0.0:
+        raise ValueError(
+            f"{owner} needs temperature > 0 (its correlation is a Matsubara series, "
+            "which has no T = 0 limit as a finite sum); use a temperature far below "
+            "the system's energies"
+        )
+
+
+def _cot_minus_inverse(y: float) -> float:
+    """cot(y) - 1/y without cancellation near y = 0."""
+    if abs(y) < 0.2:
+        y2 = y * y
+        return -y * (
+            1 / 3
+            + y2
+            * (1 / 45 + y2 * (2 / 945 + y2 * (1 / 4725 + y2 * (2 / 93555 + y2 * 1382 / 638512875))))
+        )
+    return 1.0 / math.tan(y) - 1.0 / y
