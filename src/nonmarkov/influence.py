@@ -44,6 +44,7 @@ import numpy as default_np
 from . import validation
 from .model.bath import Bath
 from .model.correlations import CustomSD
+from .model.parameters import TempoParameters
 
 #: a length within this fraction of a step of a whole number of steps counts as whole
 _WHOLE_STEP_TOLERANCE = 1e-9
@@ -98,7 +99,9 @@ class DiscretisedInfluence:
         self._leaving_rows: dict[int | None, default_np.ndarray] = {}
 
     @classmethod
-    def from_parameters(cls, bath: Bath, parameters, unique: bool = False) -> DiscretisedInfluence:
+    def from_parameters(
+        cls, bath: Bath, parameters: TempoParameters, unique: bool = False
+    ) -> DiscretisedInfluence:
         """The influence of ``bath`` on the grid and memory cut of ``TempoParameters``."""
         return cls(
             bath,

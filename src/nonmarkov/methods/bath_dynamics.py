@@ -86,7 +86,9 @@ def _corner_means(values: default_np.ndarray) -> default_np.ndarray:
     return 0.25 * (values[:-1, :-1] + values[1:, :-1] + values[:-1, 1:] + values[1:, 1:])
 
 
-def _rectangle_sums(function: default_np.ndarray, a: float, b: float, dt: float):
+def _rectangle_sums(
+    function: default_np.ndarray, a: float, b: float, dt: float
+) -> default_np.ndarray:
     """R[k2, k1] = int_0^{t_k2} ds int_0^{t_k1} du e^{i(a s + b u)} G(s, u) for all
     grid indices, (n+1, n+1), from G on the grid (n+1, n+1) [s index, u index]."""
     cells = function.shape[0] - 1
@@ -96,7 +98,9 @@ def _rectangle_sums(function: default_np.ndarray, a: float, b: float, dt: float)
     return sums
 
 
-def _triangle_sums(function: default_np.ndarray, a: float, b: float, dt: float):
+def _triangle_sums(
+    function: default_np.ndarray, a: float, b: float, dt: float
+) -> default_np.ndarray:
     """T[k] = int_0^{t_k} ds int_0^s du e^{i(a s + b u)} G(s, u), (n+1,), from G on the
     grid (n+1, n+1) [s index, u index], used where s >= u."""
     cells = function.shape[0] - 1
@@ -266,8 +270,19 @@ class TwoTimeBathCorrelations:
             )
         return w, math.sqrt(density * dw), _bose(w, self._spectral_density.temperature)
 
-    def _moment(self, mode_1, mode_2, steps_1, steps_2, dagg, same_mode, change_only):
-        """<Y~_2(t_2) Y~_1(t_1)> (interaction picture) for arrays of grid indices."""
+    def _moment(
+        self,
+        mode_1: tuple[float, float, float],
+        mode_2: tuple[float, float, float],
+        steps_1: default_np.ndarray,
+        steps_2: default_np.ndarray,
+        dagg: tuple[int, int],
+        same_mode: bool,
+        change_only: bool,
+    ) -> default_np.ndarray:
+        """<Y~_2(t_2) Y~_1(t_1)> (interaction picture) for arrays of grid indices:
+        ``mode_i`` = (frequency, coupling g_i, Bose occupation), ``steps_i`` the grid
+        indices of t_i, ``dagg`` as in :meth:`correlation`."""
         (w1, g1, n1), (w2, g2, n2) = mode_1, mode_2
         sigma_2, sigma_1 = 2 * dagg[0] - 1, 2 * dagg[1] - 1
         last = int(max(default_np.max(steps_1), default_np.max(steps_2)))
