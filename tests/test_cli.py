@@ -173,6 +173,7 @@ def test_spec_forms_of_operators_states_and_sweeps():
         "\n[times]",
     )
     text = _replace(text, 'initial_state = "up"', "initial_state = [[0.5, 0.5], [0.5, 0.5]]")
+    text = _replace(text, "{ sigma_x = 0.5 }", "{ sigma_x = 0.5, sigma_z = 0.0 }")
     text += "[sweep]\nsystem.hamiltonian.sigma_z = [0.0, 1.0]\n'bath.alpha' = [0.1, 0.2, 0.3]\n"
     spec = parse_spec(text)
     assert len(spec.runs) == 6 and spec.sweep_keys == ["system.hamiltonian.sigma_z", "bath.alpha"]
@@ -192,7 +193,7 @@ def test_spec_forms_of_operators_states_and_sweeps():
 def test_existing_results_are_not_replaced_unless_asked(tmp_path, capsys):
     spec = parse_spec(BASE, source="tiny.toml")
     (tmp_path / "tiny.h5").write_text("older results")
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    with pytest.raises(FileExistsError, match="overwrite=True"):  # Python's words
         spec_run.prepare_spec(spec, str(tmp_path))
     assert len(spec_run.prepare_spec(spec, str(tmp_path), overwrite=True)) == 1
     (tmp_path / "tiny.toml").write_text(BASE + "[sweep]\nbath.alpha = [0.1, 0.2]\n")
@@ -203,7 +204,8 @@ def test_existing_results_are_not_replaced_unless_asked(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["tiny.h5", "tiny.toml"]
     (tmp_path / "tiny_1.h5").write_text("older results")
     assert cli.main(arguments) == 2  # before the first run
-    assert "tiny_1.h5 exists" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "tiny_1.h5 exists" in err and "--overwrite" in err and "overwrite=True" not in err
     assert sorted(os.listdir(tmp_path)) == ["tiny.h5", "tiny.toml", "tiny_1.h5"]
 
 

@@ -2,7 +2,9 @@
 
 - ``nonmarkov run SPEC.toml``: run the simulation a spec describes, write its
   results (HDF5) and a plot (PNG), print where;
-- ``nonmarkov plot RESULTS.h5``: a PNG of the observables of a results file;
+- ``nonmarkov plot RESULTS.h5 [MORE.h5 ...]``: a PNG of the observables of one or
+  several results files (overlaid; ``--observable`` chooses);
+- ``nonmarkov export RESULTS.h5 --csv``: the times and expectation values as text;
 - ``nonmarkov inspect FILE``: what a process-tensor or results file holds;
 - ``nonmarkov info``: the numerical backend, devices and precision;
 - ``nonmarkov --version``.
@@ -15,10 +17,13 @@ fails.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 from ._version import __version__
@@ -51,9 +56,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     _backend_option(run)
 
-    plot = sub.add_parser("plot", help="plot the observables of a results file (PNG)")
-    plot.add_argument("results", help="a results file written by nonmarkov run or export")
-    plot.add_argument("--output", "-o", default=None, help="the PNG (default: next to the file)")
+    plot = sub.add_parser(
+        "plot", help="plot the observables of one or several results files, overlaid (PNG)"
+    )
+    plot.add_argument(
+        "results", nargs="+", help="results files written by nonmarkov run or Dynamics.export"
+    )
+    plot.add_argument(
+        "--output", "-o", default=None, help="the PNG (default: next to the first file)"
+    )
+    _observable_option(plot)
+    plot.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
+
+    export = sub.add_parser(
+        "export", help="write the times and expectation values of a results file as CSV"
+    )
+    export.add_argument("results", help="a results file written by nonmarkov run or export")
+    export.add_argument(
+        "--csv",
+        action="store_true",
+        help="comma-separated values, one row per time (the default and, for now, only format)",
+    )
+    _observable_option(export)
+    export.add_argument(
+        "--complex",
+        action="store_true",
+        help="write the real and the imaginary part of each value (default: the real part)",
+    )
+    export.add_argument("--output", "-o", default=None, help="the file (default: stdout)")
+    export.add_argument("--overwrite", action="store_true", help="replace an existing file")
 
     inspect = sub.add_parser("inspect", help="what a process-tensor or results file holds")
     inspect.add_argument("file", help="a process-tensor file or a results file")
@@ -69,6 +100,17 @@ def _parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="show the numerical backend, devices and precision")
     _backend_option(info, "describe this backend instead of the active one")
     return parser
+
+
+def _observable_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--observable",
+        action="append",
+        metavar="NAME",
+        help="an observable: one the file names (a spec's [output] observables) or an "
+        "operator name (sigma_z, number, proj_1, sigma_+*sigma_-, ...); repeat for several "
+        "(default: the file's observables, else sigma_x, sigma_y, sigma_z or the populations)",
+    )
 
 
 def _backend_option(parser: argparse.ArgumentParser, text: str | None = None) -> None:
@@ -92,13 +134,17 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, sys.argv if argv is None else ["nonmarkov", *argv])
         if args.command == "plot":
             return _plot(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "inspect":
             return _inspect(args)
         if args.command == "convert":
             return _convert(args)
         return _info(args)
     except (SpecError, FileNotFoundError, FileExistsError) as error:
-        print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
+        message = getattr(error, "message", None)  # a spec's outputs that exist
+        text = message("--overwrite") if callable(message) else str(error)
+        print(f"nonmarkov {args.command}: error: {text}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as error:  # a file of another kind, a run the library refuses
         print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
@@ -130,6 +176,7 @@ def _run(args: argparse.Namespace, command: list[str]) -> int:
     from .io.spec import load_spec
     from .methods import spec_run
 
+    started = time.perf_counter()
     spec = load_spec(args.spec)  # every key checked before anything runs
     prepared = spec_run.prepare_spec(spec, args.output, args.overwrite)
     if args.check:
@@ -149,23 +196,100 @@ def _run(args: argparse.Namespace, command: list[str]) -> int:
     for result in results:
         for filename in result.process_tensor_files:
             print(f"wrote {filename}")
+    print(spec_run.summary_total(results, time.perf_counter() - started))
     return 0
+
+
+def _refuse_existing(target: str, overwrite: bool) -> None:
+    if os.path.exists(target) and not overwrite:
+        raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
+
+
+def _observables(dynamics: Any, names: list[str] | None, filename: str) -> dict[str, Any]:
+    """The observables ``names`` of ``dynamics`` (label -> (d, d) matrix): the file's
+    own (:meth:`~nonmarkov.Dynamics.default_observables`) by label, else named
+    operators; all of the file's own without ``names``."""
+    from .io.spec import SpecError, named_operator
+
+    available = dynamics.default_observables()
+    if not names:
+        return available
+    dimension = int(dynamics.shape[0]) if len(dynamics) else 2
+    chosen = {}
+    for name in names:
+        if name in available:
+            chosen[name] = available[name]
+            continue
+        try:
+            chosen[name] = named_operator(name, dimension, f"--observable {name!r}")
+        except SpecError as error:
+            raise SpecError(
+                f"{error}; the observables of {filename} are {list(available)}"
+            ) from None
+    return chosen
 
 
 def _plot(args: argparse.Namespace) -> int:
     from .io.results import import_dynamics
     from .methods.spec_run import plot_results
 
-    dynamics = import_dynamics(args.results)
-    target = args.output or os.path.splitext(args.results)[0] + ".png"
-    plot_results([dynamics], [None], target, title=dynamics.name)
+    runs = [import_dynamics(filename) for filename in args.results]
+    dimensions = {int(d.shape[0]) for d in runs if len(d)}
+    if len(dimensions) > 1:
+        raise ValueError(
+            f"the files hold systems of different dimensions {sorted(dimensions)}; "
+            "plot files of one system together"
+        )
+    observables = _observables(runs[0], args.observable, args.results[0])
+    target = args.output or os.path.splitext(args.results[0])[0] + ".png"
+    _refuse_existing(target, args.overwrite)
+    if len(runs) == 1:
+        labels: list[str | None] = [None]
+        title = runs[0].name
+    else:
+        names = [d.name for d in runs]
+        unique = len(set(names)) == len(names)
+        labels = [n if unique else os.path.basename(f) for n, f in zip(names, args.results)]
+        title = ""
+    plot_results(runs, labels, target, title=title, observables=observables)
     print(f"wrote {target}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .io.atomic import atomic_path
+    from .io.results import import_dynamics
+
+    dynamics = import_dynamics(args.results)
+    observables = _observables(dynamics, args.observable, args.results)
+    times, values = dynamics.expectations_of(observables, real=False)
+    header = ["t"]
+    for name in observables:
+        header += [f"Re <{name}>", f"Im <{name}>"] if args.complex else [f"<{name}>"]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    for k, time_k in enumerate([] if times is None else times):
+        row = [repr(float(time_k))]
+        for series in values.values():
+            value = complex(series[k])
+            row += [repr(value.real), repr(value.imag)] if args.complex else [repr(value.real)]
+        writer.writerow(row)
+    if args.output is None:
+        sys.stdout.write(text.getvalue())
+        return 0
+    _refuse_existing(args.output, args.overwrite)
+    with atomic_path(args.output) as temporary:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text.getvalue())
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
 def _convert(args: argparse.Namespace) -> int:
     from .process_tensors.file import convert_process_tensor
 
+    _refuse_existing(args.target, args.overwrite)
     print(f"wrote {convert_process_tensor(args.source, args.target, args.overwrite)}")
     return 0
 
@@ -180,12 +304,26 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"{key}: {value}")
     if metadata:
         print("metadata:")
-        for key, value in metadata.items():
-            if key == "spec" and isinstance(value, dict):
-                value = {k: v for k, v in value.items() if k != "text"}
-            text = json.dumps(value, default=str)
-            print(f"  {key}: {text if len(text) <= 200 else text[:197] + '...'}")
+        _print_tree(metadata, "  ")
     return 0
+
+
+def _print_tree(tree: dict, indent: str) -> None:
+    """Every entry of ``tree``, nested tables indented, text of several lines as a
+    block, other values as JSON in full (nothing cut)."""
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            print(f"{indent}{key}:")
+            _print_tree(value, indent + "  ")
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            print(f"{indent}{key}:")
+            _print_tree({f"[{i}]": item for i, item in enumerate(value)}, indent + "  ")
+        elif isinstance(value, str) and "\n" in value.strip():
+            print(f"{indent}{key}: |")
+            for line in value.strip("\n").splitlines():
+                print(f"{indent}  {line}".rstrip())
+        else:
+            print(f"{indent}{key}: {json.dumps(value, default=str)}")
 
 
 def describe_file(filename: str) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import operator
 import sys
+import time
+from collections import deque
 from typing import Any
 
 from . import config, validation
@@ -33,37 +35,106 @@ def check_progress_type(progress_type: str | None) -> str:
     return validation.choice(progress_type, PROGRESS_TYPES, "progress_type")
 
 
+def remaining_time_text(remaining_steps: int, seconds_per_step: float | None, growing: bool) -> str:
+    """The time left as a progress bar shows it: ``'ETA 1m05s'`` from the recent
+    ``seconds_per_step``; with a bond dimension still ``growing`` the steps ahead will
+    be slower, so the estimate is a lower bound, ``'ETA >= 1m05s (bond growing)'``;
+    ``'ETA --'`` without a rate yet."""
+    if seconds_per_step is None:
+        return "ETA --"
+    seconds = int(round(max(remaining_steps, 0) * seconds_per_step))
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        text = f"{hours}h{minutes:02d}m"
+    else:
+        text = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+    return f"ETA >= {text} (bond growing)" if growing else f"ETA {text}"
+
+
 class Progress:
     """Context manager wrapping a loop of ``total`` iterations.
 
     ``progress_type``: ``'bar'`` (a tqdm bar on stderr), ``'simple'`` (a
     line at start and end) or ``'silent'``.
+
+    The bar's time left comes from the recent steps, not the average since the
+    start: the steps of a tensor-network build get slower while the bond dimension
+    (``set_postfix(bond=...)``) grows, so while it has grown within the recent
+    steps the estimate is shown as a lower bound (:func:`remaining_time_text`).
     """
+
+    #: steps over which the recent rate is measured (and the bond must stay put)
+    RECENT_STEPS = 8
+    #: seconds between two updates of the estimate
+    REFRESH_S = 0.25
 
     def __init__(self, total: int, progress_type: str | None = None, title: str = ""):
         self.progress_type = check_progress_type(progress_type)
         self.total = total
         self.title = title
         self._bar: Any = None
+        self._done = 0
+        self._recent: deque[tuple[int, float]] = deque(maxlen=self.RECENT_STEPS + 1)
+        self._values: dict[str, Any] = {}
+        self._bond: Any = None
+        self._bond_grew_at = 0
+        self._shown_at = 0.0
 
     def __enter__(self) -> Progress:
         if self.progress_type == "bar":
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=self.total, desc=self.title, leave=True, file=sys.stderr)
+            self._bar = tqdm(
+                total=self.total,
+                desc=self.title,
+                leave=True,
+                file=sys.stderr,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+            )
+            self._recent.append((0, time.monotonic()))
         elif self.progress_type == "simple":
             sys.stderr.write(f"{self.title}: {self.total} steps ...\n")
         return self
 
     def update(self, count: int = 1) -> None:
         """Advance by ``count`` iterations."""
-        if self._bar is not None:
-            self._bar.update(count)
+        if self._bar is None:
+            return
+        self._done += count
+        now = time.monotonic()
+        self._recent.append((self._done, now))
+        if now - self._shown_at >= self.REFRESH_S or self._done >= self.total:
+            self._shown_at = now
+            self._bar.set_postfix_str(self._postfix(), refresh=False)
+        self._bar.update(count)
 
     def set_postfix(self, **values: Any) -> None:
-        """Show extra values (e.g. the bond dimension) next to the bar."""
-        if self._bar is not None:
-            self._bar.set_postfix(values, refresh=False)
+        """Show extra values (e.g. the bond dimension, ``bond=``) next to the bar."""
+        if self._bar is None:
+            return
+        bond = values.get("bond")
+        if bond is not None:
+            try:
+                if self._bond is not None and bond > self._bond:
+                    self._bond_grew_at = self._done
+            except TypeError:
+                pass
+            self._bond = bond
+        self._values = dict(values)
+        self._bar.set_postfix_str(self._postfix(), refresh=False)
+
+    def _postfix(self) -> str:
+        """The values set (``bond=36``) and the time left (none once done)."""
+        (first, started), (last, now) = self._recent[0], self._recent[-1]
+        rate = (now - started) / (last - first) if last > first else None
+        growing = self._bond is not None and self._done - self._bond_grew_at < self.RECENT_STEPS
+        if self._done < 2:
+            rate = None
+        parts = [f"{key}={value}" for key, value in self._values.items()]
+        if self._done < self.total:
+            parts.append(remaining_time_text(self.total - self._done, rate, growing))
+        return ", ".join(parts)
 
     def __exit__(self, *exc: Any) -> None:
         if self._bar is not None:

@@ -12,6 +12,7 @@ algorithms is :mod:`nonmarkov.methods.spec_run`.
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 import json
 import math
@@ -194,6 +195,7 @@ def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> 
             base["method"] = {"name": base["method"]}
         if base.get("parameters") == "guess":
             base["parameters"] = {"guess": True}
+        _sweep_targets(base, sweep)
         runs = []
         keys = list(sweep)
         for values in itertools.product(*(sweep[key] for key in keys)):
@@ -204,8 +206,8 @@ def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> 
             try:
                 run = _run(point_tree, name)
             except SpecError as error:
-                if not point:
-                    raise
+                if not point or _fails_alike(base, name, error):
+                    raise  # the sweep is not the cause: no sweep point in the message
                 where = ", ".join(f"{k} = {_short(v)}" for k, v in point.items())
                 raise SpecError(f"{error} (at the sweep point {where})") from error
             run.point = point
@@ -242,11 +244,55 @@ def _sweep(table: Any) -> dict[str, list]:
     walk("", table)
     for key in flat:
         if key.split(".")[0] not in TOP_KEYS or key.split(".")[0] == "sweep":
+            top = [k for k in TOP_KEYS if k != "sweep"]
             raise SpecError(
-                f"sweep.{key}: {key.split('.')[0]!r} is not a key of a spec; the sweep names "
-                f"keys of {[k for k in TOP_KEYS if k != 'sweep']}"
+                f"sweep.{key}: {key.split('.')[0]!r} is not a key of a spec"
+                f"{did_you_mean(key.split('.')[0], top)}; the sweep names keys of {top}"
             )
     return flat
+
+
+def _fails_alike(base: dict, name: str, error: SpecError) -> bool:
+    """Whether the spec without its sweep values fails with the same message as a
+    sweep point did (then the point is not the cause)."""
+    try:
+        _run(copy.deepcopy(base), name)
+    except SpecError as base_error:
+        return str(base_error) == str(error)
+    return False
+
+
+#: spec tables whose keys are the terms of an operator (name = coefficient)
+OPERATOR_TABLES = ("system.hamiltonian", "coupling")
+
+
+def _sweep_targets(base: dict, sweep: dict[str, list]) -> None:
+    """Refuse a sweep over a term of an operator table (``system.hamiltonian.sigma_z``,
+    ``bath.coupling.sigma_x``) that the spec's operator does not have: sweeping it would
+    add a term the spec does not show."""
+    for path in sweep:
+        parts = path.split(".")
+        parent = ".".join(parts[:-1])
+        if not any(parent == t or parent.endswith("." + t) for t in OPERATOR_TABLES):
+            continue
+        node: Any = base
+        for part in parts[:-1]:
+            if isinstance(node, list) and len(node) == 1 and not part.isdigit():
+                node = node[0]
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif isinstance(node, dict):
+                node = node.get(part)
+            else:
+                node = None
+        if isinstance(node, list) and len(node) == 1 and isinstance(node[0], dict):
+            node = node[0]
+        if isinstance(node, dict) and parts[-1] not in node:
+            raise SpecError(
+                f"sweep.{path}: {parent} has no term {parts[-1]!r}"
+                f"{did_you_mean(parts[-1], node)}; its terms are {list(node)} (add the term, "
+                f"e.g. {parts[-1]} = 0.0, to sweep its coefficient)"
+            )
 
 
 def _set_path(tree: dict, path: str, value: Any) -> None:
@@ -441,7 +487,8 @@ def _method(value: Any) -> dict[str, Any]:
     name = table.get("name", "tempo")
     if name not in METHODS:
         raise SpecError(
-            f"method: {_short(name)} is not allowed; allowed values are {list(METHODS)} "
+            f"method: {_short(name)} is not allowed{did_you_mean(name, METHODS)}; allowed values "
+            f"are {list(METHODS)} "
             "(mean-field TEMPO and PT-TEBD need Python: their systems are functions)"
         )
     construction = table.get("construction", "sequential")
@@ -449,7 +496,8 @@ def _method(value: Any) -> dict[str, Any]:
         raise SpecError(f"method.construction applies to method 'pt-tempo' only, not {name!r}")
     if construction not in CONSTRUCTIONS:
         raise SpecError(
-            f"method.construction: {_short(construction)} is not allowed; allowed values are "
+            f"method.construction: {_short(construction)} is not allowed"
+            f"{did_you_mean(construction, CONSTRUCTIONS)}; allowed values are "
             f"{list(CONSTRUCTIONS)}"
         )
     save = _boolean(table.get("save_process_tensor", False), "method.save_process_tensor")
@@ -591,7 +639,8 @@ def named_operator(name: str, dimension: int, where: str = "operator") -> defaul
         return default_np.diag(default_np.arange(dimension) == level).astype(complex)
     allowed = list(PAULI_NAMES) + list(LEVEL_NAMES) if dimension == 2 else list(LEVEL_NAMES)
     raise SpecError(
-        f"{where}: unknown operator {name!r}; allowed names are {allowed} "
+        f"{where}: unknown operator {name!r}{did_you_mean(name, allowed)}; allowed names are "
+        f"{allowed} "
         f"(k = 0..{dimension - 1}), products 'a*b' of them, or a matrix"
     )
 
@@ -644,7 +693,8 @@ def _state(value: Any, where: str, dimension: int) -> default_np.ndarray:
     if isinstance(value, str):
         if value not in STATE_NAMES:
             raise SpecError(
-                f"{where}: unknown state {value!r}; allowed names are {list(STATE_NAMES)}, "
+                f"{where}: unknown state {value!r}{did_you_mean(value, STATE_NAMES)}; allowed "
+                f"names are {list(STATE_NAMES)}, "
                 "or a level number k (|k><k|), or a matrix"
             )
         if dimension != 2 and value != "mixed":
@@ -712,8 +762,17 @@ def _known_keys(table: dict, allowed: tuple[str, ...], where: str) -> None:
     if unknown:
         prefix = "" if where == "the top level" else f"{where}."
         raise SpecError(
-            f"unknown key {prefix}{unknown[0]} (in {where}); allowed keys are {list(allowed)}"
+            f"unknown key {prefix}{unknown[0]} (in {where}){did_you_mean(unknown[0], allowed)}; "
+            f"allowed keys are {list(allowed)}"
         )
+
+
+def did_you_mean(word: Any, choices: Any) -> str:
+    """``" (did you mean 'x'?)"`` for the choice closest to a misspelt ``word``, or ``""``."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(choice) for choice in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _number(value: Any, where: str, minimum: float | None = None, positive: bool = False) -> float:

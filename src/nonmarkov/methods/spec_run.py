@@ -125,8 +125,9 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
             system, baths, options = build_model(run)
         except SpecError as error:
             where = ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
-            suffix = f" (at the sweep point {where})" if where else ""
-            raise SpecError(f"{spec.source}: {error}{suffix}") from error
+            if where and not _every_run_fails_alike(spec, error):
+                raise SpecError(f"{spec.source}: {error} (at the sweep point {where})") from error
+            raise SpecError(f"{spec.source}: {error}") from error
         stem = spec.name if count == 1 else f"{spec.name}_{k:0{width}d}"
         pt_files = {}
         for j, key in enumerate(run.process_tensor_keys()):
@@ -158,12 +159,42 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
             )
     existing = [target for target in targets if os.path.exists(target)]
     if existing and not overwrite:
-        raise FileExistsError(
-            f"{existing[0]} exists"
-            + (f" (and {len(existing) - 1} more)" if len(existing) > 1 else "")
-            + "; pass --overwrite (overwrite=True) or choose another output directory"
-        )
+        raise OutputExistsError(existing)
     return prepared
+
+
+class OutputExistsError(FileExistsError):
+    """Outputs of a spec that exist already (``existing``, the paths) and would be
+    replaced; the message says how to replace them (``overwrite=True``;
+    :meth:`message` with ``option`` for another caller's word, e.g. the command
+    line's ``--overwrite``)."""
+
+    def __init__(self, existing: list[str]):
+        self.existing = list(existing)
+        super().__init__(self.message("overwrite=True"))
+
+    def message(self, option: str) -> str:
+        """The error's text, naming ``option`` as the way to replace the files."""
+        more = len(self.existing) - 1
+        return (
+            f"{self.existing[0]} exists"
+            + (f" (and {more} more)" if more > 0 else "")
+            + f"; pass {option} to replace, or choose another output directory"
+        )
+
+
+def _every_run_fails_alike(spec: Spec, error: SpecError) -> bool:
+    """Whether every run of ``spec`` fails to build with the message of ``error``
+    (then no sweep point is the cause)."""
+    for run in spec.runs:
+        try:
+            build_model(run)
+        except SpecError as other:
+            if str(other) != str(error):
+                return False
+        else:
+            return False
+    return True
 
 
 def _output_directory(output_dir: Any) -> None:
@@ -248,6 +279,7 @@ def _build_process_tensor(
     prepared: PreparedRun, bath: Bath, parameters: TempoParameters, progress_type: str
 ) -> Any:
     run = prepared.spec
+    name = f"{run.name}, {bath.name}"  # the spec's name and the bath's
     if run.method == "pt-tempo":
         return pt_tempo_compute(
             bath,
@@ -257,10 +289,16 @@ def _build_process_tensor(
             unique=run.unique,
             progress_type=progress_type,
             method=run.construction,
+            name=name,
             options=prepared.options,
         )
     return pt_uniform_compute(
-        bath, parameters, unique=run.unique, progress_type=progress_type, options=prepared.options
+        bath,
+        parameters,
+        unique=run.unique,
+        progress_type=progress_type,
+        name=name,
+        options=prepared.options,
     )
 
 
@@ -430,9 +468,35 @@ def run_spec(
 
 
 def _label(run: RunSpec) -> str | None:
+    """The sweep point of ``run`` in words, e.g. ``0.25 sigma_z in H, initial state x+``."""
     if not run.point:
         return None
-    return ", ".join(f"{key.split('.')[-1]}={_value(value)}" for key, value in run.point.items())
+    return ", ".join(describe_sweep_value(key, value) for key, value in run.point.items())
+
+
+#: how a legend names a swept key (its last part), where a short symbol is usual
+_SYMBOLS = {"temperature": "T", "cutoff": "wc", "initial_state": "initial state"}
+
+
+def describe_sweep_value(key: str, value: Any) -> str:
+    """A swept ``key`` and its ``value`` as a legend reads them: ``alpha = 0.1``,
+    ``T = 0.2``, ``0.25 sigma_z in H``, ``bath 1 alpha = 0.1``, ``initial state x+``,
+    ``rate 0.05 (Lindblad 0)``; not ``sigma_z=0.25``, which reads like an
+    expectation value."""
+    parts = key.split(".")
+    text = _value(value)
+    if len(parts) == 3 and parts[:2] == ["system", "hamiltonian"]:
+        return f"{text} {parts[2]} in H"
+    if len(parts) >= 3 and parts[-2] == "coupling":
+        where = " ".join(parts[:-2])
+        return f"{text} {parts[-1]} in the coupling of {where}"
+    if len(parts) == 4 and parts[:2] == ["system", "lindblad"]:
+        return f"{parts[3]} {text} (Lindblad term {parts[2]})"
+    last = _SYMBOLS.get(parts[-1], parts[-1])
+    if parts[-1] == "initial_state":
+        return f"{last} {text}"
+    prefix = f"bath {parts[1]} " if parts[0] == "bath" and len(parts) == 3 else ""
+    return f"{prefix}{last} = {text}"
 
 
 def _value(value: Any) -> str:
@@ -447,16 +511,19 @@ def plot_results(
     labels: list[str | None],
     filename: str,
     title: str = "",
+    observables: dict[str, Any] | None = None,
 ) -> str:
-    """Plot the default observables of each :class:`Dynamics` (one panel per
-    observable, one line per dynamics) into the PNG ``filename`` (matplotlib,
-    Agg backend); returns ``filename``."""
+    """Plot ``observables`` (label -> (d, d) matrix; None: the default observables
+    of the first :class:`Dynamics`) of each dynamics, one panel per observable and
+    one line per dynamics, into the PNG ``filename`` (matplotlib, Agg backend);
+    returns ``filename``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    observables = dynamics_list[0].default_observables()
+    if observables is None:
+        observables = dynamics_list[0].default_observables()
     count = len(observables)
     figure, axes = plt.subplots(
         count, 1, figsize=(7, 2.2 * count + 0.6), sharex=True, squeeze=False
@@ -494,20 +561,47 @@ def _save_figure(figure: Any, filename: str) -> None:
             figure.savefig(handle, format="png", dpi=120)
 
 
+def run_times(result: RunResult) -> tuple[float, float]:
+    """(seconds building process tensors, seconds of the dynamics) of one run; TEMPO
+    has no build (its one pass is the dynamics)."""
+    build = result.dynamics.metadata.get("process_tensor_build", {}).get("wall_time_s", 0.0)
+    seconds = result.dynamics.statistics.get("wall_time_s", 0.0)
+    return float(build or 0.0), float(seconds or 0.0)
+
+
 def summary(results: list[RunResult]) -> list[str]:
-    """One line per run: where its results are, and what it cost."""
+    """One line per run: where its results are and what it cost (the process-tensor
+    build and the dynamics, in seconds, and the largest bond dimension)."""
     lines = []
     for result in results:
-        stats = result.dynamics.statistics
-        seconds = stats.get("wall_time_s")
-        cost = f"{seconds:.2f} s" if isinstance(seconds, float) else ""
-        bond = stats.get("max_bond_dimension")
-        if bond is not None:
-            cost += f", max bond {bond}"
+        build, seconds = run_times(result)
         reused = result.dynamics.metadata.get("process_tensor_build", {}).get("reused_per_bath")
-        if result.reused_process_tensor:
-            cost += ", process tensor reused"
-        elif reused and any(reused):
-            cost += f", {sum(reused)} of {len(reused)} process tensors reused"
-        lines.append(f"{result.results_file}: {len(result.dynamics)} states ({cost})")
+        if result.spec.method == "tempo":
+            cost = [f"TEMPO {seconds:.2f} s"]
+        elif result.reused_process_tensor:
+            cost = ["process tensor reused", f"dynamics {seconds:.2f} s"]
+        else:
+            built = f"process tensor {build:.2f} s"
+            if reused and any(reused):
+                built += f" ({sum(reused)} of {len(reused)} reused)"
+            cost = [built, f"dynamics {seconds:.2f} s"]
+        bond = result.dynamics.statistics.get("max_bond_dimension")
+        if bond is not None:
+            cost.append(f"max bond {bond}")
+        lines.append(f"{result.results_file}: {len(result.dynamics)} states ({', '.join(cost)})")
     return lines
+
+
+def summary_total(results: list[RunResult], wall_time: float) -> str:
+    """The line that closes a spec's run: its runs, ``wall_time`` (seconds, all of it)
+    and how much of it went into building process tensors and into the dynamics."""
+    times = [run_times(result) for result in results]
+    build = sum(b for b, _ in times)
+    dynamics = sum(d for _, d in times)
+    runs = f"{len(results)} run{'s' if len(results) != 1 else ''}"
+    if all(result.spec.method == "tempo" for result in results):
+        return f"done: {runs} in {wall_time:.1f} s (TEMPO {dynamics:.1f} s)"
+    return (
+        f"done: {runs} in {wall_time:.1f} s (process tensors built in {build:.1f} s, "
+        f"dynamics {dynamics:.1f} s)"
+    )

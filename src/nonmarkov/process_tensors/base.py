@@ -222,6 +222,26 @@ class BaseProcessTensor:
     def __len__(self) -> int:
         raise NotImplementedError
 
+    def __str__(self) -> str:
+        """The kind, the name, the steps, the time step, the system dimension and the
+        bond dimensions (kinds of process tensor say more: the file, the start block)."""
+        steps = self.num_steps
+        parts = ["any number of steps" if steps is None else f"{steps} steps"]
+        parts.append("no time step" if self._dt is None else f"dt={self._dt:g}")
+        parts.append(f"dimension {self._dimension}")
+        bonds = [int(b) for b in self.get_bond_dimensions()]
+        if bonds:
+            parts.append(f"max bond dimension {max(bonds)}")
+        return f"{type(self).__name__} {self.name!r}: {', '.join(parts)}"
+
+    def __repr__(self) -> str:
+        """``<SimpleProcessTensor 'name': 50 steps of dt=0.1, dimension 2, max bond
+        dimension 36>`` (what :func:`str` gives, in angle brackets)."""
+        try:
+            return f"<{self}>"
+        except (ValueError, TypeError, OSError, NotImplementedError) as error:  # closed file
+            return f"<{type(self).__name__} {self.name!r} ({type(error).__name__}: {error})>"
+
     @property
     def num_steps(self) -> int | None:
         """Number of steps, or None for a process tensor that serves any number."""
