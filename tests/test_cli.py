@@ -21,6 +21,7 @@ from nonmarkov import backends, cli
 from nonmarkov.io.spec import SpecError, load_spec, parse_spec
 from nonmarkov.methods import spec_run
 from nonmarkov.options import default_options
+from nonmarkov.progress import remaining_time_text
 
 SIGMA_X, SIGMA_Z = nm.operators.sigma("x"), nm.operators.sigma("z")
 
@@ -278,6 +279,108 @@ def test_run_reuses_one_process_tensor_over_a_sweep_of_systems(tmp_path):
     assert "kind: process tensor" in inspected.stdout
     assert "steps: 10" in inspected.stdout and "dt: 0.1" in inspected.stdout
     assert f"max bond dimension: {max(pt.get_bond_dimensions())}" in inspected.stdout
+    # named after the spec and its bath, not "Unnamed PtTempo"; its repr says what it is
+    assert "name: tiny, bath" in inspected.stdout
+    saved = nm.import_process_tensor(str(tmp_path / "out" / "tiny_0_pt.h5"))
+    assert repr(saved).startswith("<FileProcessTensor 'tiny, bath'")
+    assert "10 steps of dt=0.1, dimension 2" in repr(saved)
+    saved.close()
+
+    # the summary: the build's time and the dynamics' time of each run, the totals
+    lines = result.stdout.splitlines()
+    assert "process tensor" in lines[0] and "s, dynamics" in lines[0]
+    assert "process tensor reused, dynamics" in lines[1]
+    assert lines[-1].startswith("done: 2 runs in ") and "process tensors built in" in lines[-1]
+    # legends and names say what the swept value is, not "sigma_x=0.5"
+    first = nm.import_dynamics(str(tmp_path / "out" / "tiny_0.h5"))
+    assert first.name == "tiny (0.5 sigma_x in H)"
+
+
+def test_export_writes_the_expectation_values_as_csv(tmp_path):
+    text = BASE + _options_table() + "[output]\nobservables = ['sigma_z', 'sigma_+']\n"
+    (tmp_path / "tiny.toml").write_text(text)
+    result = _cli("run", "tiny.toml", "-o", "out", "--progress", "silent", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    dynamics = nm.import_dynamics(str(tmp_path / "out" / "tiny.h5"))
+    times, (z, plus) = dynamics.expectations_of([SIGMA_Z, nm.operators.sigma("+")], real=False)
+
+    exported = _cli("export", "out/tiny.h5", "--csv", cwd=tmp_path)  # the file's observables
+    assert exported.returncode == 0, exported.stderr
+    rows = [line.split(",") for line in exported.stdout.splitlines()]
+    assert rows[0] == ["t", "<sigma_z>", "<sigma_+>"] and len(rows) == len(times) + 1
+    values = numpy.array(rows[1:], dtype=float)
+    numpy.testing.assert_array_equal(values[:, 0], times)
+    numpy.testing.assert_array_equal(values[:, 1], z.real)
+    numpy.testing.assert_array_equal(values[:, 2], plus.real)
+
+    arguments = ["export", "out/tiny.h5", "--observable", "sigma_+", "--complex", "-o", "p.csv"]
+    assert _cli(*arguments, cwd=tmp_path).returncode == 0
+    table = numpy.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
+    numpy.testing.assert_array_equal(table[:, 1] + 1j * table[:, 2], plus)
+    again = _cli(*arguments, cwd=tmp_path)  # an existing file is kept
+    assert again.returncode == 2 and "pass --overwrite" in again.stderr
+
+    misspelt = _cli("export", "out/tiny.h5", "--observable", "sigma_zz", cwd=tmp_path)
+    assert misspelt.returncode == 2 and "did you mean 'sigma_z'" in misspelt.stderr
+
+
+def test_plot_overlays_several_files_with_chosen_observables(tmp_path):
+    (tmp_path / "tiny.toml").write_text(
+        BASE + _options_table() + "[sweep]\nbath.temperature = [0.2, 1.0]\n"
+    )
+    assert (
+        _cli("run", "tiny.toml", "-o", "out", "--progress", "silent", cwd=tmp_path).returncode == 0
+    )
+    names = [nm.import_dynamics(str(tmp_path / "out" / f"tiny_{k}.h5")).name for k in (0, 1)]
+    assert names == ["tiny (T = 0.2)", "tiny (T = 1)"]
+    plotted = _cli(
+        "plot",
+        "out/tiny_0.h5",
+        "out/tiny_1.h5",
+        "--observable",
+        "sigma_z",
+        "-o",
+        "both.png",
+        cwd=tmp_path,
+    )
+    assert plotted.returncode == 0, plotted.stderr
+    assert (tmp_path / "both.png").stat().st_size > 1000
+
+
+def test_inspect_shows_every_model_parameter(tmp_path, capsys):
+    spec = parse_spec(BASE + "[sweep]\nbath.alpha = [0.1]\n", source="tiny.toml")
+    spec_run.run_spec(spec, str(tmp_path), progress_type="silent")
+    assert cli.main(["inspect", str(tmp_path / "tiny.h5")]) == 0
+    out = capsys.readouterr().out
+    assert "..." not in out
+    for line in ("temperature: 0.2", "cutoff: 5.0", "alpha: 0.1", "tcut: 0.3", "epsrel: 1e-06"):
+        assert line in out, line
+    assert "  [sweep]" in out.replace("    ", "  ")  # the spec's text, line by line
+
+
+def test_spec_mistakes_get_suggestions_and_only_relevant_context():
+    with pytest.raises(SpecError, match="did you mean 'temperature'"):
+        parse_spec(_replace(BASE, "temperature = 0.2", "temprature = 0.2"))
+    with pytest.raises(SpecError, match="did you mean 'pt-tempo'"):
+        parse_spec(_replace(BASE, 'method = "tempo"', 'method = "pt_tempo"'))
+    # a sweep over a Hamiltonian term the spec does not have is refused, naming those it has
+    with pytest.raises(SpecError, match=r"has no term 'sigma_z'.*its terms are \['sigma_x'\]"):
+        parse_spec(BASE + "[sweep]\nsystem.hamiltonian.sigma_z = [0.0, 1.0]\n")
+    # an error that every point shares is not blamed on the sweep
+    with pytest.raises(SpecError) as error:
+        parse_spec(
+            _replace(BASE, "epsrel = 1e-6", "epsrel = 2.0") + "[sweep]\nbath.alpha = [0.1]\n"
+        )
+    assert "parameters.epsrel" in str(error.value) and "sweep point" not in str(error.value)
+    with pytest.raises(SpecError, match="at the sweep point bath.alpha = -1.0"):
+        parse_spec(BASE + "[sweep]\nbath.alpha = [0.1, -1.0]\n")
+
+
+def test_the_progress_estimate_is_a_lower_bound_while_the_bond_grows():
+    assert remaining_time_text(10, None, growing=False) == "ETA --"
+    assert remaining_time_text(30, 2.0, growing=False) == "ETA 1m00s"
+    assert remaining_time_text(5, 0.5, growing=True) == "ETA >= 2s (bond growing)"
+    assert remaining_time_text(4000, 1.0, growing=False) == "ETA 1h06m"
 
 
 def test_a_bad_spec_is_a_message_and_exit_status_2_before_anything_runs(tmp_path):
