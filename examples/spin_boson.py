@@ -7,10 +7,14 @@ For each coupling alpha the script computes <sigma_z>(t) with TEMPO and,
 independently, with PT-TEMPO followed by ``compute_dynamics``, checks that the
 two agree, and writes
 
-- ``results/spin_boson_alpha_<alpha>.h5``: the TEMPO dynamics of each
+- ``results/spin_boson_py_alpha_<alpha>.h5``: the TEMPO dynamics of each
   coupling (load with ``nonmarkov.import_dynamics``),
-- ``results/spin_boson.npz``: times and <sigma_z> of both methods, all alphas,
-- ``results/spin_boson.png``: the plot.
+- ``results/spin_boson_py.npz``: times and <sigma_z> of both methods, all alphas,
+- ``results/spin_boson_py.png``: the plot.
+
+(``_py``: the same model run from its spec, ``nonmarkov run
+examples/spin_boson.toml``, writes ``results/spin_boson_<k>.h5`` and
+``results/spin_boson.png``; neither replaces the other's files.)
 
     python examples/spin_boson.py [--alphas 0.05 0.1 0.2] [--end-time 6]
                                   [--output results] [--progress bar|silent]
@@ -25,6 +29,9 @@ import sys
 import numpy as np
 
 import nonmarkov as nm
+
+#: the base of the output names (not the spec's ``spin_boson``: see above)
+STEM = "spin_boson_py"
 
 
 def simulate(alpha: float, end_time: float, progress: str) -> dict:
@@ -68,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         deviation = float(np.max(np.abs(result["tempo"] - result["pt"])))
         print(f"  max |<sigma_z>_TEMPO - <sigma_z>_PT| = {deviation:.2e}")
         result["dynamics"].export(
-            os.path.join(args.output, f"spin_boson_alpha_{alpha}.h5"), overwrite=True
+            os.path.join(args.output, f"{STEM}_alpha_{alpha}.h5"), overwrite=True
         )
         results[alpha] = result
 
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for alpha, result in results.items():
         arrays[f"sigma_z_tempo_{alpha}"] = result["tempo"]
         arrays[f"sigma_z_pt_{alpha}"] = result["pt"]
-    data_file = os.path.join(args.output, "spin_boson.npz")
+    data_file = os.path.join(args.output, f"{STEM}.npz")
     np.savez(data_file, **arrays)
 
     import matplotlib
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     axes.set_title("Driven spin-boson model (Ohmic, wc = 5, T = 0.2)")
     axes.legend(fontsize=7, ncol=2)
     figure.tight_layout()
-    plot_file = os.path.join(args.output, "spin_boson.png")
+    plot_file = os.path.join(args.output, f"{STEM}.png")
     figure.savefig(plot_file, dpi=120)
     print(f"wrote {data_file}, {plot_file} and one .h5 dynamics file per alpha")
     return 0
