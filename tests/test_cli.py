@@ -474,3 +474,23 @@ def test_convert_writes_a_process_tensor_file_that_reads_back(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("not a process tensor")
     assert cli.main(["convert", str(tmp_path / "notes.txt"), str(tmp_path / "c.hdf5")]) == 2
     assert not (tmp_path / "c.hdf5").exists()
+
+
+def test_the_python_example_and_the_spec_write_different_files(tmp_path):
+    """``python examples/spin_boson.py`` leaves what ``nonmarkov run
+    examples/spin_boson.toml`` writes (and would refuse to replace) alone."""
+    examples = os.path.join(os.path.dirname(__file__), "..", "examples")
+    script = os.path.join(examples, "spin_boson.py")
+    arguments = ["--alphas", "0.05", "--end-time", "0.3", "--progress", "silent", "--output", "out"]
+    env = dict(os.environ, MPLBACKEND="Agg", NONMARKOV_BACKEND=backends.get_backend())
+    ran = subprocess.run(
+        [sys.executable, script, *arguments], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    written = set(os.listdir(tmp_path / "out"))
+    assert written and all(name.startswith("spin_boson_py") for name in written)
+    spec = load_spec(os.path.join(examples, "spin_boson.toml"))
+    targets = {os.path.basename(p.results_file) for p in spec_run.prepare_spec(spec, "x")}
+    targets.add(os.path.basename(spec_run.plot_file(spec, "x")))
+    assert not targets & written
+    assert not spec_run.stale_outputs(spec, str(tmp_path / "out"), [])  # nothing it would remove
