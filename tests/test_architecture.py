@@ -15,10 +15,8 @@ PACKAGE = pathlib.Path(nonmarkov.__file__).parent
 ARCHITECTURE = PACKAGE.parents[1] / "docs" / "ARCHITECTURE.md"
 
 #: private names imported across modules that are still to be promoted (inside the
-#: JAX engine, which is being reworked, and the spectral densities' use of the
-#: correlation regions, being written); the list may only shrink
+#: JAX engine, which is being reworked); the list may only shrink
 KNOWN_PRIVATE_IMPORTS = {
-    ("nonmarkov.model.spectral_densities", "nonmarkov.model.correlations._weight_segments"),
     ("nonmarkov.engines.jax.batched", "nonmarkov.engines.jax.chain._platform"),
     ("nonmarkov.engines.jax.cuts", "nonmarkov.engines.jax.padding._padded_qr"),
     ("nonmarkov.engines.jax.zipup", "nonmarkov.engines.jax.padding._extent"),

@@ -307,3 +307,310 @@ def test_tempo_independent_boson_underdamped():
 def test_bad_parameters(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+# --------------------------------------------------------------------------
+# tabulated
+# --------------------------------------------------------------------------
+
+
+def ohmic_j(alpha: float, wc: float):
+    """J(w) = 2 alpha w exp(-w / wc), written out here."""
+    return lambda w: 2.0 * alpha * w * np.exp(-w / wc)
+
+
+def test_tabulated_from_every_file_format(tmp_path):
+    w = np.linspace(0.05, 10.0, 60)
+    j = ohmic_j(0.1, 2.0)(w)
+    (tmp_path / "j.csv").write_text(
+        "# a measured spectral density\nw,J\n"
+        + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(w, j))
+    )
+    (tmp_path / "j.txt").write_text(
+        "".join(f"{float(a)!r}  {float(b)!r}  # point\n" for a, b in zip(w, j))
+    )
+    np.save(tmp_path / "j.npy", np.stack([w, j], axis=1))
+    np.savez(tmp_path / "j.npz", w=w, J=j)
+    reference = nm.TabulatedSD(w, j, temperature=0.3)
+    probe = np.array([0.0, 0.01, 0.05, 1.234, 9.99, 10.0, 12.0])
+    for name in ("j.csv", "j.txt", "j.npy", "j.npz"):
+        sd = nm.TabulatedSD.from_file(tmp_path / name, temperature=0.3)
+        assert sd.name == name
+        np.testing.assert_array_equal(sd.spectral_density(probe), reference.spectral_density(probe))
+    # the table itself is reproduced; J(0) = 0 was added below the first point
+    np.testing.assert_allclose(reference.spectral_density(w), j, rtol=1e-14)
+    assert reference.spectral_density(0.0) == 0.0 and 0.0 < reference.spectral_density(0.01)
+
+
+def test_tabulated_correlations_converge_to_the_function_tabulated():
+    """A table of J = 2 alpha w e^{-w/wc} up to 20 wc gives the PowerLawSD's discretised
+    influence to ~4e-6 with 800 points (PCHIP: the error falls as h^3)."""
+    alpha, wc, temperature, dt = 0.1, 2.0, 0.5, 0.1
+    exact = nm.PowerLawSD(alpha, 1.0, wc, "exponential", temperature)
+    w = np.linspace(0.0, 20.0 * wc, 800)
+    sd = nm.TabulatedSD(w, exact.spectral_density(w), temperature=temperature)
+    for lag in (0, 1, 5):
+        shape = "upper-triangle" if lag == 0 else "square"
+        value = sd.correlation_2d_integral(dt, lag * dt, shape=shape)
+        expected = exact.correlation_2d_integral(dt, lag * dt, shape=shape)
+        assert abs(value - expected) <= 1e-5 * abs(expected)
+
+
+def test_tabulated_tail_is_smooth_and_as_documented():
+    """Beyond the last point J decays as J_n exp(-(w - w_n)/w_t), w_t continuing the
+    last interval's decay; a table cut where J is still large then keeps C(tau) close
+    to that of the full J, where a hard cut makes it ring (sin(w_n tau) / tau)."""
+    alpha, wc, temperature = 0.1, 1.0, 0.2
+    j = ohmic_j(alpha, wc)
+    w = np.linspace(0.0, 4.0 * wc, 200)  # J(w_n) is 7 % of its maximum
+    sd = nm.TabulatedSD(w, j(w), temperature=temperature)
+    width = (w[-1] - w[-2]) / math.log(j(w[-2]) / j(w[-1]))
+    assert sd.tail_width == pytest.approx(width)
+    beyond = w[-1] + np.array([0.0, 0.5, 3.0])
+    np.testing.assert_allclose(
+        sd.spectral_density(beyond), j(w[-1]) * np.exp(-(beyond - w[-1]) / width), rtol=1e-14
+    )
+    full = nm.PowerLawSD(alpha, 1.0, wc, "exponential", temperature)
+    hard = nm.CustomSD(
+        lambda x: sd.spectral_density(x), cutoff=w[-1], cutoff_type="hard", temperature=temperature
+    )
+    taus = np.array([4.0, 8.0, 16.0])
+    tail_error = np.abs(sd.correlation(taus) - full.correlation(taus))
+    hard_error = np.abs(hard.correlation(taus) - full.correlation(taus))
+    assert np.all(tail_error < 0.05 * hard_error)
+    # explicit width; a table that ends at J = 0 needs no tail
+    assert nm.TabulatedSD(w, j(w), tail_width=0.3).tail_width == 0.3
+    ends_at_zero = nm.TabulatedSD([0.0, 1.0, 2.0], [0.0, 1.0, 0.0])
+    assert ends_at_zero.spectral_density(2.5) == 0.0
+
+
+def test_tempo_independent_boson_tabulated():
+    alpha, wc, temperature = 0.2, 3.0, 0.4
+    w = np.linspace(0.0, 15.0 * wc, 300)
+    sd = nm.TabulatedSD(w, ohmic_j(alpha, wc)(w), temperature=temperature)
+    # the exact states of the function tabulated: the difference (5e-6) is the interpolation
+    states, exact = _independent_boson_run(sd, ohmic_j(alpha, wc), temperature, split=w[-1])
+    assert abs(exact[-1, 0, 1]) < 0.9 * abs(exact[0, 0, 1])
+    np.testing.assert_allclose(states, exact, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    "frequencies, values, message",
+    [
+        ([0.0, 2.0, 1.0], [0.0, 1.0, 1.0], "strictly increasing"),
+        ([0.0, 1.0, 1.0], [0.0, 1.0, 1.0], "strictly increasing"),
+        ([-1.0, 1.0], [0.0, 1.0], "must be >= 0"),
+        ([0.0, 1.0, 2.0], [0.0, -1.0, 1.0], "J\\(w\\) must be >= 0"),
+        ([0.0, 1.0, 2.0], [0.0, np.nan, 1.0], "values must be finite"),
+        ([0.0, 1.0, np.inf], [0.0, 1.0, 1.0], "frequencies must be finite"),
+        ([0.0, 1.0], [0.5, 1.0], "J\\(0\\) must be 0"),
+        ([1.0], [1.0], "at least 2 points"),
+        ([0.0, 1.0, 2.0], [0.0, 1.0], "same length"),
+    ],
+)
+def test_tabulated_bad_tables(frequencies, values, message):
+    with pytest.raises(ValueError, match=message):
+        nm.TabulatedSD(frequencies, values)
+
+
+def test_tabulated_bad_files_and_parameters(tmp_path):
+    with pytest.raises(ValueError, match="no such file"):
+        nm.TabulatedSD.from_file(tmp_path / "missing.csv")
+    (tmp_path / "three.txt").write_text("0 0 1\n1 1 1\n")
+    with pytest.raises(ValueError, match="two numbers"):
+        nm.TabulatedSD.from_file(tmp_path / "three.txt")
+    (tmp_path / "text.txt").write_text("w J\n0 0\n1 x\n")
+    with pytest.raises(ValueError, match="line 3 is not numbers"):
+        nm.TabulatedSD.from_file(tmp_path / "text.txt")
+    np.save(tmp_path / "flat.npy", np.arange(5.0))
+    with pytest.raises(ValueError, match="two columns"):
+        nm.TabulatedSD.from_file(tmp_path / "flat.npy")
+    with pytest.raises(ValueError, match="scale"):
+        nm.TabulatedSD([0.0, 1.0], [0.0, 1.0], scale=0.0)
+    with pytest.raises(ValueError, match="tail_width"):
+        nm.TabulatedSD([0.0, 1.0], [0.0, 1.0], tail_width=-1.0)
+
+
+# --------------------------------------------------------------------------
+# every method accepts them; files describe them
+# --------------------------------------------------------------------------
+
+
+def _spin_boson(correlations):
+    system = nm.System(0.5 * nm.operators.sigma("x"))
+    bath = nm.Bath(0.5 * nm.operators.sigma("z"), correlations, name="bath")
+    return system, bath
+
+
+@pytest.mark.parametrize(
+    "correlations",
+    [nm.DrudeLorentzSD(0.2, 2.0, 0.5), nm.UnderdampedSD(0.2, 2.0, 0.8, 0.5)],
+    ids=["drude-lorentz", "underdamped"],
+)
+def test_process_tensor_methods_agree_with_tempo(correlations, tmp_path):
+    system, bath = _spin_boson(correlations)
+    rho0 = nm.operators.spin_dm("up")
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=6)
+    steps = 10
+    reference = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(
+        steps * 0.1, progress_type="silent"
+    )
+    for method in ("sequential", "divide_and_conquer"):
+        pt = nm.pt_tempo_compute(
+            bath, 0.0, steps * 0.1, parameters, method=method, progress_type="silent"
+        )
+        dynamics = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
+        np.testing.assert_allclose(dynamics.states, reference.states, atol=1e-8)
+    # the file describes the bath and reads back
+    filename = str(tmp_path / "pt.hdf5")
+    pt.export(filename)
+    described = nm.import_process_tensor(filename).metadata["bath"]["correlations"]
+    assert described["type"] == type(correlations).__name__
+    assert described["reorganisation_energy"] == correlations.reorganisation_energy
+    assert described["temperature"] == correlations.temperature
+    # uniform (stationary) process tensor: same memory cut, same states
+    uniform = nm.pt_uniform_compute(bath, parameters, progress_type="silent")
+    dynamics = nm.compute_dynamics(
+        system, rho0, num_steps=steps, process_tensor=uniform, progress_type="silent"
+    )
+    np.testing.assert_allclose(dynamics.states, reference.states, atol=1e-8)
+
+
+def test_gibbs_tempo_commuting_model_drude_lorentz():
+    """[H_S, S] = 0: the mean-force Gibbs state is exp(-beta (E_n - lambda s_n^2)) / Z
+    (constant imaginary-time paths; lambda the reorganisation energy)."""
+    lam, temperature = 0.3, 0.5
+    energies, couplings = np.array([0.0, 0.4]), np.array([1.0, 0.0])
+    system = nm.System(np.diag(energies).astype(complex))
+    bath = nm.Bath(np.diag(couplings).astype(complex), nm.DrudeLorentzSD(lam, 2.0, temperature))
+    gibbs = nm.GibbsTempo(system, bath, nm.GibbsParameters(8, 1e-12))
+    gibbs.compute(progress_type="silent")
+    weights = np.exp(-(energies - lam * couplings**2) / temperature)
+    np.testing.assert_allclose(gibbs.get_state(), np.diag(weights / weights.sum()), atol=1e-9)
+
+
+def test_guess_parameters_are_sensible_for_drude_lorentz():
+    """Re C(0) is infinite for Drude-Lorentz: the guessed time step comes from the decay
+    of C beyond its integrable singularity, a fraction of 1/gamma, not from the singularity."""
+    gamma = 5.0
+    system, bath = _spin_boson(nm.DrudeLorentzSD(0.1, gamma, 1.0))
+    with pytest.warns(UserWarning):
+        parameters = nm.guess_tempo_parameters(bath, 0.0, 100.0, tolerance=1e-2)
+    assert 0.05 / gamma < parameters.dt < 1.0 / gamma
+
+
+def test_bath_dynamics_accepts_drude_lorentz():
+    system, bath = _spin_boson(nm.DrudeLorentzSD(0.2, 2.0, 0.5))
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-8, dkmax=5)
+    pt = nm.pt_tempo_compute(bath, 0.0, 0.5, parameters, progress_type="silent")
+    correlations = nm.TwoTimeBathCorrelations(
+        system, bath, pt, initial_state=nm.operators.spin_dm("up")
+    )
+    times, occupation = correlations.occupation(1.0, dw=0.1, progress_type="silent")
+    assert len(times) == 6 and np.all(np.isfinite(occupation))
+
+
+# --------------------------------------------------------------------------
+# specs name them
+# --------------------------------------------------------------------------
+
+SPEC = """
+name = "{name}"
+method = "tempo"
+
+[system]
+hamiltonian = {{ sigma_x = 0.5 }}
+initial_state = "up"
+
+[bath]
+coupling = {{ sigma_z = 0.5 }}
+{bath}
+
+[parameters]
+dt = 0.1
+dkmax = 4
+epsrel = 1e-8
+
+[times]
+end = 0.5
+"""
+
+
+def test_specs_name_each_spectral_density(tmp_path):
+    from nonmarkov.io.spec import load_spec
+    from nonmarkov.methods import spec_run
+
+    w = np.linspace(0.0, 20.0, 100)
+    (tmp_path / "data").mkdir()
+    np.savetxt(tmp_path / "data" / "j.csv", np.stack([w, ohmic_j(0.1, 2.0)(w)], 1), delimiter=",")
+    cases = {
+        "dl": (
+            'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\n'
+            "cutoff = 2.0\ntemperature = 0.5",
+            nm.DrudeLorentzSD(0.2, 2.0, 0.5),
+        ),
+        "ud": (
+            'spectral_density = "underdamped"\nreorganisation_energy = 0.2\n'
+            "frequency = 2.0\ndamping = 0.8\ntemperature = 0.5",
+            nm.UnderdampedSD(0.2, 2.0, 0.8, 0.5),
+        ),
+        "tab": (
+            'spectral_density = "tabulated"\nfile = "data/j.csv"\ntemperature = 0.5',
+            nm.TabulatedSD.from_file(tmp_path / "data" / "j.csv", temperature=0.5),
+        ),
+    }
+    for name, (bath_text, correlations) in cases.items():
+        path = tmp_path / f"{name}.toml"
+        path.write_text(SPEC.format(name=name, bath=bath_text))
+        spec = load_spec(str(path))
+        results = spec_run.run_spec(spec, str(tmp_path / "out"), progress_type="silent")
+        system, bath = _spin_boson(correlations)
+        expected = nm.Tempo(
+            system,
+            bath,
+            nm.TempoParameters(dt=0.1, dkmax=4, epsrel=1e-8),
+            nm.operators.spin_dm("up"),
+            0.0,
+        ).compute(0.5, progress_type="silent")
+        np.testing.assert_allclose(results[0].dynamics.states, expected.states, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "bath_text, message",
+    [
+        ('spectral_density = "lorentzian"', "spectral_density: 'lorentzian' is not allowed"),
+        (
+            'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ncutoff = 2.0',
+            "bath.temperature is missing",
+        ),
+        (
+            'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ncutoff = 2.0\n'
+            "temperature = 0.0",
+            "bath.temperature: DrudeLorentzSD needs temperature > 0",
+        ),
+        (
+            'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ncutoff = 2.0\n'
+            "temperature = 0.5\nalpha = 0.1",
+            "bath.alpha is not a key of the 'drude_lorentz' spectral density",
+        ),
+        (
+            'spectral_density = "underdamped"\nreorganisation_energy = 0.2\nfrequency = 1.0\n'
+            "damping = 3.0\ntemperature = 0.5",
+            "bath.damping: UnderdampedSD needs damping < 2",
+        ),
+        ('spectral_density = "tabulated"', "bath.file is missing"),
+        ('spectral_density = "tabulated"\nfile = "nowhere.csv"', "bath.file: .*no such file"),
+        (
+            'spectral_density = "tabulated"\nfile = "bad.csv"\ntemperature = 0.1',
+            "bath.file: TabulatedSD: frequencies must be strictly increasing",
+        ),
+    ],
+)
+def test_spec_errors_name_the_key(tmp_path, bath_text, message):
+    from nonmarkov.io.spec import SpecError, load_spec
+
+    (tmp_path / "bad.csv").write_text("0,0\n2,1\n1,1\n")
+    path = tmp_path / "bad.toml"
+    path.write_text(SPEC.format(name="bad", bath=bath_text))
+    with pytest.raises(SpecError, match=message):
+        load_spec(str(path))

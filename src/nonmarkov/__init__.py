@@ -72,6 +72,7 @@ from .model.parameters import GibbsParameters as GibbsParameters
 from .model.parameters import TempoParameters as TempoParameters
 from .model.parameters import guess_tempo_parameters as guess_tempo_parameters
 from .model.spectral_densities import DrudeLorentzSD as DrudeLorentzSD
+from .model.spectral_densities import TabulatedSD as TabulatedSD
 from .model.spectral_densities import UnderdampedSD as UnderdampedSD
 from .model.system import MeanFieldSystem as MeanFieldSystem
 from .model.system import System as System
@@ -117,6 +118,7 @@ __all__ = [
     "SweepResults",
     "System",
     "SystemChain",
+    "TabulatedSD",
     "Tempo",
     "TempoParameters",
     "TimeDependentSystem",

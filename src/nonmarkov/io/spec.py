@@ -11,6 +11,7 @@ algorithms is :mod:`nonmarkov.methods.spec_run`.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import difflib
 import itertools
@@ -27,12 +28,20 @@ from .. import validation as check
 from ..cost import affordable_run
 from ..methods.pt_construction import PT_METHODS as CONSTRUCTIONS
 from ..model import operators
-from ..model.correlations import CUTOFF_TYPES
+from ..model.correlations import CUTOFF_TYPES, PowerLawSD
+from ..model.spectral_densities import DrudeLorentzSD, TabulatedSD, UnderdampedSD
 
 #: the methods a spec can name (``construction``: one of ``CONSTRUCTIONS``, the
 #: constructions of :func:`~nonmarkov.pt_tempo_compute`, for ``'pt-tempo'``)
 METHODS = ("tempo", "pt-tempo", "uniform")
-SPECTRAL_DENSITIES = ("power_law",)
+SPECTRAL_DENSITIES = ("power_law", "drude_lorentz", "underdamped", "tabulated")
+#: the keys of each spectral density (besides coupling, spectral_density and name)
+SPECTRAL_DENSITY_KEYS = {
+    "power_law": ("alpha", "zeta", "cutoff", "cutoff_type", "temperature"),
+    "drude_lorentz": ("reorganisation_energy", "cutoff", "temperature"),
+    "underdamped": ("reorganisation_energy", "frequency", "damping", "temperature"),
+    "tabulated": ("file", "temperature", "tail_width", "scale"),
+}
 #: named operators of a two-level system
 PAULI_NAMES = ("sigma_x", "sigma_y", "sigma_z", "sigma_+", "sigma_-")
 #: named operators of any dimension d (proj_k is |k><k|, k = 0..d-1)
@@ -45,6 +54,7 @@ SYSTEM_KEYS = ("dimension", "hamiltonian", "lindblad", "initial_state", "name")
 LINDBLAD_KEYS = ("rate", "operator")
 BATH_KEYS: tuple[str, ...] = ("coupling", "spectral_density", "alpha", "zeta", "cutoff")
 BATH_KEYS += ("cutoff_type",)
+BATH_KEYS += ("reorganisation_energy", "frequency", "damping", "file", "tail_width", "scale")
 BATH_KEYS += ("temperature", "name")
 METHOD_KEYS = ("name", "construction", "unique", "save_process_tensor")
 PARAMETER_KEYS = ("guess", "tolerance", "dt", "epsrel", "tcut", "dkmax", "add_correlation_time")
@@ -58,7 +68,9 @@ class SpecError(ValueError):
 
 @dataclass
 class BathSpec:
-    """One bath: coupling operator S (d, d) and a power-law spectral density."""
+    """One bath: coupling operator S (d, d) and a spectral density of the kind
+    ``spectral_density`` (``SPECTRAL_DENSITIES``) with its keys; ``file`` is the
+    absolute path of a tabulated one."""
 
     coupling: default_np.ndarray
     alpha: float
@@ -67,6 +79,13 @@ class BathSpec:
     cutoff_type: str
     temperature: float
     name: str
+    spectral_density: str = "power_law"
+    reorganisation_energy: float = 0.0
+    frequency: float = 0.0
+    damping: float = 0.0
+    file: str = ""
+    tail_width: float | None = None
+    scale: float = 1.0
 
 
 @dataclass
@@ -119,6 +138,7 @@ class RunSpec:
             described = {
                 "coupling": [bath.coupling.real.tolist(), bath.coupling.imag.tolist()],
                 **{k: getattr(bath, k) for k in ("alpha", "zeta", "cutoff", "cutoff_type")},
+                **{k: getattr(bath, k) for k in _OTHER_SPECTRAL_DENSITY_FIELDS},
                 "temperature": bath.temperature,
                 **common,
             }
@@ -158,7 +178,11 @@ def load_spec(filename: str | os.PathLike) -> Spec:
     default_name = os.path.splitext(os.path.basename(path))[0] or "run"
     if not _is_file_name(default_name):
         default_name = "run"
-    return parse_spec(text, source=path, default_name=default_name)
+    token = _SPEC_DIRECTORY.set(os.path.dirname(os.path.abspath(path)))
+    try:  # a tabulated spectral density's file is relative to the spec file
+        return parse_spec(text, source=path, default_name=default_name)
+    finally:
+        _SPEC_DIRECTORY.reset(token)
 
 
 def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> Spec:
@@ -456,10 +480,19 @@ def _bath(table: dict, where: str, dimension: int) -> BathSpec:
             f"{where}.spectral_density: {_short(kind)} is not allowed; allowed values are "
             f"{list(SPECTRAL_DENSITIES)}"
         )
+    allowed = SPECTRAL_DENSITY_KEYS[kind]
+    for key in table:
+        if key not in ("coupling", "spectral_density", "name", *allowed):
+            raise SpecError(
+                f"{where}.{key} is not a key of the {kind!r} spectral density; its keys are "
+                f"{list(allowed)}"
+            )
     if "coupling" not in table:
         raise SpecError(f"{where}.coupling is missing: the operator S, e.g. {{ sigma_z = 0.5 }}")
     coupling = _operator(table["coupling"], f"{where}.coupling", dimension)
     _hermitian(coupling, f"{where}.coupling")
+    if kind != "power_law":
+        return _named_bath(table, where, kind, coupling)
     for key in ("alpha", "cutoff"):
         if key not in table:
             raise SpecError(f"{where}.{key} is missing")
@@ -478,6 +511,81 @@ def _bath(table: dict, where: str, dimension: int) -> BathSpec:
         temperature=_number(table.get("temperature", 0.0), f"{where}.temperature", minimum=0.0),
         name=_text(table.get("name", "bath"), f"{where}.name"),
     )
+
+
+#: the fields of a BathSpec beyond the power law's
+_OTHER_SPECTRAL_DENSITY_FIELDS = (
+    "spectral_density",
+    "reorganisation_energy",
+    "frequency",
+    "damping",
+    "file",
+    "tail_width",
+    "scale",
+)
+#: the directory that a tabulated spectral density's ``file`` is relative to
+_SPEC_DIRECTORY: contextvars.ContextVar[str] = contextvars.ContextVar("spec_directory", default="")
+
+
+def _named_bath(table: dict, where: str, kind: str, coupling: default_np.ndarray) -> BathSpec:
+    """A bath with a Drude-Lorentz, underdamped or tabulated spectral density, checked
+    by building it (a tabulated one reads its file)."""
+    allowed = SPECTRAL_DENSITY_KEYS[kind]
+    required = ("file",) if kind == "tabulated" else allowed
+    for key in required:
+        if key not in table:
+            raise SpecError(
+                f"{where}.{key} is missing: the {kind!r} spectral density needs {list(required)}"
+            )
+    numbers = {}
+    for key in ("reorganisation_energy", "cutoff", "frequency", "damping", "temperature"):
+        if key in table:
+            numbers[key] = _number(table[key], f"{where}.{key}", minimum=0.0)
+    spec = BathSpec(
+        coupling=coupling,
+        alpha=0.0,
+        zeta=1.0,
+        cutoff=numbers.get("cutoff", 0.0),
+        cutoff_type="exponential",
+        temperature=numbers.get("temperature", 0.0),
+        name=_text(table.get("name", "bath"), f"{where}.name"),
+        spectral_density=kind,
+        reorganisation_energy=numbers.get("reorganisation_energy", 0.0),
+        frequency=numbers.get("frequency", 0.0),
+        damping=numbers.get("damping", 0.0),
+    )
+    if kind == "tabulated":
+        name = _text(table["file"], f"{where}.file")
+        spec.file = os.path.abspath(os.path.join(_SPEC_DIRECTORY.get(), name))
+        if "tail_width" in table:
+            spec.tail_width = _number(table["tail_width"], f"{where}.tail_width", positive=True)
+        spec.scale = _number(table.get("scale", 1.0), f"{where}.scale", positive=True)
+    try:
+        spectral_density_of(spec)
+    except (TypeError, ValueError) as error:  # name the key the library's message names
+        text = str(error)
+        named = sorted((text.find(key), key) for key in allowed if key in text)
+        culprit = named[0][1] if named else ("file" if kind == "tabulated" else None)
+        raise SpecError(
+            f"{where}.{culprit}: {error}" if culprit else f"{where}: {error}"
+        ) from error
+    return spec
+
+
+def spectral_density_of(bath: BathSpec) -> Any:
+    """The library's spectral density object of ``bath``."""
+    kind = bath.spectral_density
+    if kind == "drude_lorentz":
+        return DrudeLorentzSD(bath.reorganisation_energy, bath.cutoff, bath.temperature)
+    if kind == "underdamped":
+        return UnderdampedSD(
+            bath.reorganisation_energy, bath.frequency, bath.damping, bath.temperature
+        )
+    if kind == "tabulated":
+        return TabulatedSD.from_file(
+            bath.file, bath.temperature, tail_width=bath.tail_width, scale=bath.scale
+        )
+    return PowerLawSD(bath.alpha, bath.zeta, bath.cutoff, bath.cutoff_type, bath.temperature)
 
 
 def _method(value: Any) -> dict[str, Any]:

@@ -6,7 +6,11 @@ from typing import Any
 
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
+from ..model.spectral_densities import TabulatedSD
 from ..model.system import System
+
+#: parameters of the spectral densities of ``model.spectral_densities``
+_SD_KEYS = ("reorganisation_energy", "frequency", "damping", "tail_width", "scale")
 
 
 def bath_metadata(bath: Bath) -> dict:
@@ -17,10 +21,13 @@ def bath_metadata(bath: Bath) -> dict:
         "text": str(correlations),
         "name": correlations.name,
     }
-    for key in ("alpha", "zeta", "cutoff", "cutoff_type", "temperature"):
+    for key in ("alpha", "zeta", "cutoff", "cutoff_type", "temperature") + _SD_KEYS:
         value = getattr(correlations, key, None)
         if isinstance(value, (int, float, str)):
             described[key] = value
+    if isinstance(correlations, TabulatedSD):  # the table itself, as interpolated
+        described["frequencies"] = correlations.frequencies.tolist()
+        described["values"] = correlations.values.tolist()
     coupling = bath.coupling_operator
     return {
         "name": bath.name,

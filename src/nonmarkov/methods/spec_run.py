@@ -37,9 +37,8 @@ from .. import backends
 from .._version import __version__
 from ..io.atomic import atomic_path
 from ..io.results import Dynamics
-from ..io.spec import RunSpec, Spec, SpecError
+from ..io.spec import RunSpec, Spec, SpecError, spectral_density_of
 from ..model.bath import Bath
-from ..model.correlations import PowerLawSD
 from ..model.parameters import TempoParameters, guess_tempo_parameters
 from ..model.system import System
 from ..options import EngineOptions, default_options
@@ -92,9 +91,7 @@ def build_model(run: RunSpec) -> tuple[System, list[Bath], EngineOptions]:
     for i, bath in enumerate(run.baths):
         where = "bath" if len(run.baths) == 1 else f"bath[{i}]"
         try:
-            correlations = PowerLawSD(
-                bath.alpha, bath.zeta, bath.cutoff, bath.cutoff_type, bath.temperature
-            )
+            correlations = spectral_density_of(bath)
             baths.append(Bath(bath.coupling, correlations, name=bath.name))
         except (TypeError, ValueError) as error:
             raise SpecError(f"[{where}]: {error}") from error

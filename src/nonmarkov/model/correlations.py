@@ -40,7 +40,7 @@ _UPPER_LIMIT_IN_CUTOFFS = {"exponential": 60.0, "gaussian": 10.0, "hard": 1.0}
 _GAUSS_NODES, _GAUSS_WEIGHTS = default_np.polynomial.legendre.leggauss(48)
 
 
-def _weight_segments(
+def weight_segments(
     delta: float, time_1: float, time_2: float | None, shape: str
 ) -> list[tuple[float, float, float, float]]:
     """Piecewise-linear weight w(tau) of a time region.
@@ -290,7 +290,7 @@ class CustomCorrelations(BaseCorrelations):
                 delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
             ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
         total = 0.0j
-        for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+        for tau_a, tau_b, w_a, w_b in weight_segments(delta, time_1, time_2, shape):
             if tau_b <= tau_a:
                 continue
             # split at tau = 0, where C(tau) may have a kink
@@ -611,7 +611,7 @@ class CustomSD(BaseCorrelations):
     def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         self._check_thermal()
         segments = []
-        for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+        for tau_a, tau_b, w_a, w_b in weight_segments(delta, time_1, time_2, shape):
             if tau_b <= tau_a:
                 continue
             if tau_a < 0.0 < tau_b:  # C_M(|tau|) has a kink at tau = 0: split there

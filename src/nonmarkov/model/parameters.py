@@ -281,9 +281,13 @@ def _memory_cut(bath: Bath, interval: float, budget: float) -> float:
 
 
 def _correlation_resolution(bath: Bath) -> float:
-    """Time over which |C(tau)| falls to half of |C(0)|."""
+    """Time over which |C(tau)| falls to half of |C(0)| (where Re C(0) is infinite, a
+    J(w) falling as 1/w such as Drude-Lorentz's: of |C| at a tenth of the bath's time
+    scale, beyond the integrable singularity that the discretised influence holds exactly)."""
     correlations = bath.correlations
     c0 = abs(complex(correlations.correlation(0.0)))
+    if not math.isfinite(c0):
+        c0 = abs(complex(correlations.correlation(0.1 * correlations._time_scale())))
     if c0 == 0.0:
         return math.inf
     taus = default_np.geomspace(1e-3, 1e2, 101) * correlations._time_scale()

@@ -23,14 +23,16 @@ fall only as 1/k^2).
 
 from __future__ import annotations
 
+import bisect
 import math
+import os
 from typing import Any
 
 import numpy as default_np
 
 from .. import config
 from .. import validation as check
-from .correlations import BaseCorrelations, CustomSD, _weight_segments
+from .correlations import BaseCorrelations, CustomSD, weight_segments
 
 #: Matsubara terms summed one by one; the rest by Euler-Maclaurin
 _MIN_MATSUBARA_TERMS = 2000
@@ -87,11 +89,11 @@ Segment = tuple[float, float, float, float, bool]
 
 
 def _segments(delta: float, time_1: float, time_2: float | None, shape: str) -> list[Segment]:
-    """The region's weight w(tau) (``_weight_segments``) as pieces on tau >= 0:
+    """The region's weight w(tau) (``weight_segments``) as pieces on tau >= 0:
     (start, length, w_start, w_end, reflected); a reflected piece stands for
     [-start - length, -start], where C(tau) = C(-tau)^*."""
     pieces: list[Segment] = []
-    for tau_a, tau_b, w_a, w_b in _weight_segments(delta, time_1, time_2, shape):
+    for tau_a, tau_b, w_a, w_b in weight_segments(delta, time_1, time_2, shape):
         if tau_b <= tau_a:
             continue
         cuts = [(tau_a, w_a)]
@@ -556,3 +558,253 @@ def _cot_minus_inverse(y: float) -> float:
             * (1 / 45 + y2 * (2 / 945 + y2 * (1 / 4725 + y2 * (2 / 93555 + y2 * 1382 / 638512875))))
         )
     return 1.0 / math.tan(y) - 1.0 / y
+
+
+#: the exponential tail is cut where it has fallen by e^-40 (~4e-18)
+_TAIL_LENGTH_IN_WIDTHS = 40.0
+
+
+class TabulatedSD(CustomSD):
+    """A spectral density given as a table of J(w), interpolated, with an explicit tail.
+
+    J(w) is in the library's convention (module docstring: C(tau) = int_0^inf J(w)
+    [coth(w / 2T) cos(w tau) - i sin(w tau)] dw, no 1/pi); ``scale`` multiplies the
+    table, e.g. ``scale=1/pi`` for a J in QuTiP's or the HEOM literature's convention
+    (J_them = pi J).
+
+    - Between the points: monotone cubic (PCHIP) interpolation, which keeps J >= 0 and
+      adds no overshoot. A table that starts above w = 0 gets the point J(0) = 0 (J
+      must vanish at w = 0 for C(tau) to exist at T > 0); a table that starts at w = 0
+      must have J(0) = 0.
+    - Beyond the last point w_n: J(w) = J(w_n) exp(-(w - w_n) / w_t), a smooth decay
+      instead of a hard cut (which would make C(tau) ring as sin(w_n tau) / tau). The
+      width w_t is ``tail_width``; by default the decay of the last interval continued
+      (w_t = (w_n - w_{n-1}) / ln(J_{n-1} / J_n), at most w_n) where the table falls at
+      its end, 0.05 w_n where it does not, and no tail where J(w_n) = 0. The integrals
+      stop at w_n + 40 w_t.
+
+    The correlations are computed as for :class:`CustomSD` (quadrature over w; any
+    T >= 0).
+
+    Parameters
+    ----------
+    frequencies : (n,) strictly increasing frequencies w >= 0, n >= 2.
+    values : (n,) J(w) >= 0 at those frequencies (finite).
+    temperature : T >= 0.
+    tail_width : w_t > 0 of the exponential tail, or None (the rule above).
+    scale : factor > 0 applied to ``values``.
+    """
+
+    def __init__(
+        self,
+        frequencies: Any,
+        values: Any,
+        temperature: float = 0.0,
+        tail_width: float | None = None,
+        scale: float = 1.0,
+        name: str | None = None,
+        description: str | None = None,
+    ):
+        import scipy.interpolate
+
+        w, j = _checked_table(frequencies, values)
+        self.scale = check.positive_number(scale, "scale")
+        j = j * self.scale
+        if w[0] > 0.0:
+            w, j = default_np.concatenate([[0.0], w]), default_np.concatenate([[0.0], j])
+        self.frequencies = w
+        self.values = j
+        BaseCorrelations.__init__(self, name, description)
+        self.temperature = check.non_negative_number(temperature, "temperature")
+        self.tail_width = _tail_width(w, j, tail_width)
+        self.cutoff = float(w[-1])
+        self._upper_limit = self.cutoff + _TAIL_LENGTH_IN_WIDTHS * self.tail_width
+        self.j_function = self.spectral_density
+        self._interpolant = scipy.interpolate.PchipInterpolator(w, j, extrapolate=False)
+        coefficients = self._interpolant.c  # (4, n - 1), cubic in (w - w_i)
+        self._pieces = [tuple(float(c) for c in coefficients[:, i]) for i in range(len(w) - 1)]
+
+    @classmethod
+    def from_file(
+        cls,
+        path: Any,
+        temperature: float = 0.0,
+        tail_width: float | None = None,
+        scale: float = 1.0,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> TabulatedSD:
+        """Read the table from a file: two columns w, J(w).
+
+        - ``.npy``: an array of shape (n, 2) (or (2, n));
+        - ``.npz``: arrays ``w`` and ``J``, or a single (n, 2) array;
+        - anything else: text, one point per line, columns separated by white space or
+          commas (``.csv``); lines starting with ``#`` and a first line that is not
+          numbers (a header) are skipped.
+
+        The other parameters are those of :class:`TabulatedSD`; ``name`` defaults to the
+        file's name.
+        """
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise ValueError(f"TabulatedSD.from_file: no such file: {path!r}")
+        table = _read_table(path)
+        return cls(
+            table[:, 0],
+            table[:, 1],
+            temperature=temperature,
+            tail_width=tail_width,
+            scale=scale,
+            name=os.path.basename(path) if name is None else name,
+            description=description,
+        )
+
+    def spectral_density(self, omega: Any) -> Any:
+        """J(w) for a scalar or an array of frequencies (0 for w <= 0)."""
+        omega_array = default_np.asarray(omega, dtype=float)
+        last, width = self.cutoff, self.tail_width
+        inside = default_np.nan_to_num(self._interpolant(default_np.clip(omega_array, 0.0, last)))
+        with default_np.errstate(over="ignore"):
+            tail = self.values[-1] * default_np.exp(-(omega_array - last) / width)
+        values = default_np.where(omega_array <= last, default_np.maximum(inside, 0.0), tail)
+        values = default_np.where(omega_array > 0.0, values, 0.0)
+        return values if values.ndim else float(values)
+
+    def _spectral_density_scalar(self, omega: float) -> float:
+        if omega <= 0.0:
+            return 0.0
+        if omega >= self.cutoff:
+            return float(self.values[-1]) * math.exp(-(omega - self.cutoff) / self.tail_width)
+        index = min(bisect.bisect_right(self.frequencies, omega) - 1, len(self._pieces) - 1)
+        c3, c2, c1, c0 = self._pieces[index]
+        x = omega - float(self.frequencies[index])
+        return max(((c3 * x + c2) * x + c1) * x + c0, 0.0)
+
+    def _j_scalar(self, omega: float) -> float:
+        return self._spectral_density_scalar(omega)
+
+    def __str__(self) -> str:
+        return (
+            f"TabulatedSD({len(self.frequencies)} points up to w={self.cutoff:g}, "
+            f"tail_width={self.tail_width:g}, scale={self.scale:g}, "
+            f"temperature={self.temperature})"
+        )
+
+
+def _checked_table(frequencies: Any, values: Any) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """(w, J) as float arrays, checked: 1-D, same length >= 2, finite, w >= 0 strictly
+    increasing, J >= 0, J(0) = 0."""
+    try:
+        w = default_np.asarray(frequencies, dtype=float)
+        j = default_np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"TabulatedSD: frequencies and values must be numbers ({error})") from None
+    if w.ndim != 1 or j.ndim != 1 or len(w) != len(j):
+        raise ValueError(
+            f"TabulatedSD: frequencies and values must be 1-D of the same length; got shapes "
+            f"{w.shape} and {j.shape}"
+        )
+    if len(w) < 2:
+        raise ValueError(f"TabulatedSD needs at least 2 points; got {len(w)}")
+    for label, array in (("frequencies", w), ("values", j)):
+        bad = default_np.nonzero(~default_np.isfinite(array))[0]
+        if bad.size:
+            raise ValueError(
+                f"TabulatedSD: {label} must be finite; entry {bad[0]} is {array[bad[0]]}"
+            )
+    if w[0] < 0.0:
+        raise ValueError(f"TabulatedSD: frequencies must be >= 0; the first is {w[0]}")
+    steps = default_np.nonzero(default_np.diff(w) <= 0.0)[0]
+    if steps.size:
+        i = steps[0]
+        raise ValueError(
+            "TabulatedSD: frequencies must be strictly increasing (sort the table, remove "
+            f"repeated points); entries {i} and {i + 1} are {w[i]} and {w[i + 1]}"
+        )
+    negative = default_np.nonzero(j < 0.0)[0]
+    if negative.size:
+        i = negative[0]
+        raise ValueError(f"TabulatedSD: J(w) must be >= 0; J({w[i]}) = {j[i]} (entry {i})")
+    if w[0] == 0.0 and j[0] != 0.0:
+        raise ValueError(
+            f"TabulatedSD: J(0) must be 0 (got {j[0]}): with J(0) > 0 the correlation "
+            "diverges at T > 0 (J(w) coth(w / 2T) ~ 1/w)"
+        )
+    return w, j
+
+
+def _tail_width(w: default_np.ndarray, j: default_np.ndarray, tail_width: Any) -> float:
+    """The width w_t of the exponential tail (``TabulatedSD``)."""
+    if tail_width is not None:
+        return check.positive_number(tail_width, "tail_width")
+    last = float(w[-1])
+    if j[-1] == 0.0:
+        return 1e-3 * last  # J is 0 at the end: the tail carries nothing
+    if j[-2] > j[-1]:
+        return min((last - float(w[-2])) / math.log(float(j[-2]) / float(j[-1])), last)
+    return 0.05 * last
+
+
+def _read_table(path: str) -> default_np.ndarray:
+    """The (n, 2) table of w, J(w) in the file (``TabulatedSD.from_file``)."""
+    lower = path.lower()
+    if lower.endswith(".npy") or lower.endswith(".npz"):
+        try:
+            loaded = default_np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"TabulatedSD.from_file: cannot read {path!r}: {error}") from None
+        if lower.endswith(".npz"):
+            names = list(loaded.files)
+            if "w" in names and "J" in names:
+                table = default_np.stack([loaded["w"], loaded["J"]], axis=-1)
+            elif len(names) == 1:
+                table = default_np.asarray(loaded[names[0]])
+            else:
+                raise ValueError(
+                    f"TabulatedSD.from_file: {path!r} must hold arrays 'w' and 'J' or a "
+                    f"single (n, 2) array; it holds {names}"
+                )
+        else:
+            table = default_np.asarray(loaded)
+        if table.ndim == 2 and table.shape[0] == 2 and table.shape[1] != 2:
+            table = table.T
+    else:
+        table = _read_text_table(path)
+    if table.ndim != 2 or table.shape[1] != 2:
+        raise ValueError(
+            f"TabulatedSD.from_file: {path!r} must hold two columns (w, J); got an array of "
+            f"shape {table.shape}"
+        )
+    return table.astype(float)
+
+
+def _read_text_table(path: str) -> default_np.ndarray:
+    """Rows of numbers from a text file: white space or commas, '#' comments, at most one
+    header line before the numbers."""
+    rows: list[list[float]] = []
+    header_allowed = True
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split("#", 1)[0].replace(",", " ").split()
+            if not fields:
+                continue
+            try:
+                rows.append([float(x) for x in fields])
+            except ValueError:
+                if header_allowed:
+                    header_allowed = False
+                    continue
+                raise ValueError(
+                    f"TabulatedSD.from_file: {path!r} line {number} is not numbers: "
+                    f"{line.strip()!r}"
+                ) from None
+            header_allowed = False
+    if not rows:
+        raise ValueError(f"TabulatedSD.from_file: {path!r} holds no numbers")
+    widths = sorted({len(row) for row in rows})
+    if widths != [2]:
+        raise ValueError(
+            f"TabulatedSD.from_file: every line of {path!r} must have two numbers (w, J); "
+            f"found lines with {widths} numbers"
+        )
+    return default_np.array(rows, dtype=float)
