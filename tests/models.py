@@ -54,7 +54,7 @@ def spectral_density(alpha: float, zeta: float, wc: float, cutoff_type: str):
 def g_and_p(j_function, temperature: float, t: float, upper: float) -> tuple[float, float]:
     """G(t) = int J coth(w/2T) (1 - cos wt)/w^2 dw, P(t) = int J (wt - sin wt)/w^2 dw over
     [0, upper] by ``scipy.integrate.quad`` (epsrel 1e-12); Phi(t) = G(t) - i P(t) is the
-    double integral of the bath correlation function (``../shared/DESIGN.md``, section 1).
+    double integral of the bath correlation function (docs/index.md, "Conventions").
     For J = 2 alpha w exp(-w/wc) at T = 0 they equal the closed forms
     G = alpha ln(1 + wc^2 t^2), P = 2 alpha (wc t - arctan(wc t))."""
     if t == 0.0:
@@ -254,7 +254,7 @@ def independent_boson_exact(rho0, energies, couplings, j_function, temperature, 
     """Exact states of the independent-boson model (H_S = diag(E), S = diag(s)):
     rho_nm(t) = rho_nm(0) e^{-i(E_n-E_m)t} e^{-(s_n-s_m)^2 G(t) + i(s_n^2-s_m^2) P(t)},
     G, P of ``j_function`` at ``temperature`` by :func:`g_and_p` up to ``upper``
-    (``../shared/DESIGN.md``, section 1). Shape (len(times), d, d).
+    (docs/index.md, "Conventions"). Shape (len(times), d, d).
     Ohmic at T = 0 it agrees with the closed form of G and P to 3e-14 (30 steps of 0.2,
     spin and three levels)."""
     energies = np.asarray(energies, dtype=float)
@@ -321,10 +321,10 @@ def independent_boson_correlation(rho0, energies, couplings, phi, operators, sid
 
     Q_jl = int_{I_j} dt int_{I_l, t' < t} dt' C(t - t'). With
     Phi(u) = int_0^u dt int_0^t dt' C(t - t') = G(u) - i P(u) (G, P of
-    DESIGN.md section 1): Q_jj = Phi(|I_j|) and, for l < j,
+    :func:`g_and_p`): Q_jj = Phi(|I_j|) and, for l < j,
     Q_jl = Phi(tau_j - tau_{l-1}) + Phi(tau_{j-1} - tau_l) - Phi(tau_j - tau_l)
     - Phi(tau_{j-1} - tau_{l-1}). For one interval this is the coherence
-    factor exp(-(s_a - s_b)^2 G + i (s_a^2 - s_b^2) P) of DESIGN.md; for
+    factor exp(-(s_a - s_b)^2 G + i (s_a^2 - s_b^2) P) of :func:`independent_boson_exact`; for
     several it is the product of such phase and cumulant factors over the
     interval pairs.
     """

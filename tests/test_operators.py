@@ -1,4 +1,4 @@
-"""Operator algebra and superoperators in the row-major convention (DESIGN.md 1)."""
+"""Operator algebra and superoperators in the row-major convention (docs/index.md, Conventions)."""
 
 from __future__ import annotations
 
