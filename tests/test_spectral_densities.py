@@ -614,3 +614,34 @@ def test_spec_errors_name_the_key(tmp_path, bath_text, message):
     path.write_text(SPEC.format(name="bad", bath=bath_text))
     with pytest.raises(SpecError, match=message):
         load_spec(str(path))
+
+
+def test_mean_field_and_pt_tebd_accept_drude_lorentz():
+    """A field-free mean-field system is plain TEMPO; a one-site PT-TEBD chain with the
+    bath's process tensor is compute_dynamics with it."""
+    system, bath = _spin_boson(nm.DrudeLorentzSD(0.2, 2.0, 0.5))
+    rho0 = nm.operators.spin_dm("up")
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=4)
+    reference = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(0.6, progress_type="silent")
+    hamiltonian = 0.5 * nm.operators.sigma("x")
+    mean_field = nm.MeanFieldSystem(
+        [nm.TimeDependentSystemWithField(lambda t, field: hamiltonian)],
+        lambda t, states, field: -0.2 * field,
+    )
+    dynamics = nm.MeanFieldTempo(mean_field, [bath], parameters, [rho0], 1.0 + 0.0j).compute(
+        0.6, progress_type="silent"
+    )
+    np.testing.assert_allclose(dynamics.system_dynamics[0].states, reference.states, atol=1e-10)
+    pt = nm.pt_tempo_compute(bath, 0.0, 0.6, parameters, progress_type="silent")
+    chain = nm.SystemChain([2])
+    chain.add_site_hamiltonian(0, hamiltonian)
+    tebd = nm.PtTebd(
+        initial_augmented_mps=nm.AugmentedMPS([rho0]),
+        system_chain=chain,
+        process_tensors=[pt],
+        parameters=nm.PtTebdParameters(dt=0.1, epsrel=1e-12, order=2),
+        dynamics_sites=[0],
+    )
+    results = tebd.compute(6, progress_type="silent")
+    expected = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
+    np.testing.assert_allclose(results["dynamics"][0].states, expected.states, atol=1e-10)
