@@ -489,6 +489,8 @@ def describe_sweep_value(key: str, value: Any) -> str:
         return f"{text} {parts[-1]} in the coupling of {where}"
     if len(parts) == 4 and parts[:2] == ["system", "lindblad"]:
         return f"{parts[3]} {text} (Lindblad term {parts[2]})"
+    if parts[0] == "method":  # method = "pt-tempo", method.construction = "..."
+        return f"{'method' if parts[-1] in ('method', 'name') else parts[-1]} {text}"
     last = _SYMBOLS.get(parts[-1], parts[-1])
     if parts[-1] == "initial_state":
         return f"{last} {text}"
