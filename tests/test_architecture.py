@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+from collections.abc import Iterator
 
 import nonmarkov
 
@@ -29,65 +30,59 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
-    """Modules of the package that ``path`` imports anywhere (also inside functions)."""
+def _statements(path: pathlib.Path) -> Iterator[tuple[str, list[str] | None]]:
+    """(module, names) of every import in ``path``, also inside functions, relative
+    imports resolved: ``import a.b`` gives ``('a.b', None)``, ``from a import x, y``
+    ``('a', ['x', 'y'])``."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                yield alias.name, None
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {module for module in found if module in modules and module != name}
+            yield base, [alias.name for alias in node.names]
+
+
+def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """Modules of the package that ``path`` imports anywhere (also inside functions)."""
+    found: set[str] = set()
+    for base, names in _statements(path):
+        found.add(base)
+        found.update(f"{base}.{name}" for name in names or [])
+    return {module for module in found if module in modules and module != _module_name(path)}
 
 
 def _direct_imports(path: pathlib.Path, modules: set[str]) -> set[str]:
     """The modules of the package that ``path`` imports (also inside functions): for
     ``from package import name`` the submodule ``package.name`` where there is one,
     else ``package`` itself."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            for alias in node.names:
-                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
-    return {module for module in found if module in modules and module != name}
+    for base, names in _statements(path):
+        if names is None:
+            found.add(base)
+        for name in names or []:
+            found.add(f"{base}.{name}" if f"{base}.{name}" in modules else base)
+    return {module for module in found if module in modules and module != _module_name(path)}
 
 
 def _private_imports(path: pathlib.Path, modules: set[str]) -> set[tuple[str, str]]:
     """(importer, module.name) for every ``from module import _name`` of another module
     of the package."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    importer = _module_name(path)
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            if base not in modules or base == name:
-                continue
-            for alias in node.names:
-                private = alias.name.startswith("_") and not alias.name.startswith("__")
-                if private and f"{base}.{alias.name}" not in modules:
-                    found.add((name, f"{base}.{alias.name}"))
+    for base, names in _statements(path):
+        if base not in modules or base == importer:
+            continue
+        for name in names or []:
+            private = name.startswith("_") and not name.startswith("__")
+            if private and f"{base}.{name}" not in modules:
+                found.add((importer, f"{base}.{name}"))
     return found
 
 
