@@ -450,8 +450,8 @@ def _spin_boson(correlations):
 def test_process_tensor_methods_agree_with_tempo(correlations, tmp_path):
     system, bath = _spin_boson(correlations)
     rho0 = nm.operators.spin_dm("up")
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-10, dkmax=6)
-    steps = 10
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=4)
+    steps = 8
     reference = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(
         steps * 0.1, progress_type="silent"
     )
@@ -460,7 +460,7 @@ def test_process_tensor_methods_agree_with_tempo(correlations, tmp_path):
             bath, 0.0, steps * 0.1, parameters, method=method, progress_type="silent"
         )
         dynamics = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
-        np.testing.assert_allclose(dynamics.states, reference.states, atol=1e-8)
+        np.testing.assert_allclose(dynamics.states, reference.states, atol=1e-7)
     # the file describes the bath and reads back
     filename = str(tmp_path / "pt.hdf5")
     pt.export(filename)
@@ -473,7 +473,7 @@ def test_process_tensor_methods_agree_with_tempo(correlations, tmp_path):
     dynamics = nm.compute_dynamics(
         system, rho0, num_steps=steps, process_tensor=uniform, progress_type="silent"
     )
-    np.testing.assert_allclose(dynamics.states, reference.states, atol=1e-8)
+    np.testing.assert_allclose(dynamics.states, reference.states, atol=1e-7)
 
 
 def test_gibbs_tempo_commuting_model_drude_lorentz():
@@ -533,6 +533,9 @@ epsrel = 1e-8
 
 [times]
 end = 0.5
+
+[output]
+plot = false
 """
 
 

@@ -29,6 +29,7 @@ import os
 from typing import Any
 
 import numpy as default_np
+import scipy.integrate
 
 from .. import config
 from .. import validation as check
@@ -179,8 +180,6 @@ class ExponentialSD(CustomSD):
 
     def _quad(self, function, epsrel, subdiv_limit, weight=None, wvar=None) -> float:
         """int_0^inf function(w) dw (no oscillatory weight: the closed forms need none)."""
-        import scipy.integrate
-
         if weight is not None:
             raise ValueError(f"{type(self).__name__} integrates no oscillatory weight")
         scale = self._frequency_scale
@@ -242,27 +241,17 @@ class ExponentialSD(CustomSD):
             value = complex(default_np.sum(self._amplitudes * default_np.exp(-self._rates * t)))
             value += self._matsubara_sum(lambda nu: default_np.exp(-nu * t))
             if self._pair is not None:
-                value += self._pair_values(default_np.array([t]))[0]
+                value += _pair_values(self._pair, default_np.array([t]))[0]
         return value if tau >= 0 else value.conjugate()
 
     def _diverges_at_zero(self) -> bool:
         """Whether sum_k a(nu_k) diverges (a(nu) ~ 1/nu: J(w) falls as 1/w)."""
         return False
 
-    def _pair_values(self, taus: default_np.ndarray) -> default_np.ndarray:
-        """coefficient * exp(-rate tau) expm1(-delta tau) / delta for taus >= 0."""
-        assert self._pair is not None
-        _, coefficient, rate, delta = self._pair
-        if delta == 0.0:
-            ratio = -taus
-        else:
-            ratio = default_np.expm1(-delta * taus) / delta
-        return coefficient * default_np.exp(-rate * taus) * ratio
-
-    def _pair_integral(self, pieces: list[Segment]) -> float:
+    @staticmethod
+    def _pair_integral(pair: tuple[int, float, float, float], pieces: list[Segment]) -> float:
         """int w(tau) pair(|tau|) dtau over the pieces (Gauss-Legendre, panels <= 1/rate)."""
-        assert self._pair is not None
-        rate = self._pair[2]
+        rate = pair[2]
         total = 0.0
         for start, length, w_a, w_b, _ in pieces:
             panels = max(1, int(math.ceil(length * rate)))
@@ -272,7 +261,7 @@ class ExponentialSD(CustomSD):
                 taus = a + 0.5 * h * (_GL_NODES + 1.0)
                 weights = w_a + (w_b - w_a) * (taus - start) / length
                 total += float(
-                    default_np.sum(0.5 * h * _GL_WEIGHTS * weights * self._pair_values(taus))
+                    default_np.sum(0.5 * h * _GL_WEIGHTS * weights * _pair_values(pair, taus))
                 )
         return total
 
@@ -303,7 +292,7 @@ class ExponentialSD(CustomSD):
 
         total = direct + reflected.conjugate() + self._matsubara_sum(transform)
         if self._pair is not None:
-            total += self._pair_integral(pieces)
+            total += self._pair_integral(self._pair, pieces)
         return total
 
     def _tail_integral(self, time: float, epsrel: float, subdiv_limit: int) -> complex:
@@ -535,6 +524,14 @@ class UnderdampedSD(ExponentialSD):
             f"frequency={self.frequency}, damping={self.damping}, "
             f"temperature={self.temperature})"
         )
+
+
+def _pair_values(pair: tuple[int, float, float, float], taus: default_np.ndarray) -> Any:
+    """The pair term coefficient * exp(-rate tau) expm1(-delta tau) / delta (the resonant
+    and the Matsubara term summed, ``ExponentialSD._pair``) for taus >= 0."""
+    _, coefficient, rate, delta = pair
+    ratio = -taus if delta == 0.0 else default_np.expm1(-delta * taus) / delta
+    return coefficient * default_np.exp(-rate * taus) * ratio
 
 
 def _positive_temperature(temperature: Any, owner: str) -> None:
