@@ -20,6 +20,7 @@ import scipy.integrate
 
 import nonmarkov as nm
 from models import pure_state
+from nonmarkov import backends
 
 # --------------------------------------------------------------------------
 # references independent of the closed forms
@@ -648,3 +649,19 @@ def test_mean_field_and_pt_tebd_accept_drude_lorentz():
     results = tebd.compute(6, progress_type="silent")
     expected = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
     np.testing.assert_allclose(results["dynamics"][0].states, expected.states, atol=1e-10)
+
+
+def test_session_backend_agrees_with_numpy(tol):
+    """The closed forms are host work: TEMPO with a Drude-Lorentz bath on the session's
+    backend agrees with NumPy to rounding."""
+    system, bath = _spin_boson(nm.DrudeLorentzSD(0.2, 2.0, 0.5))
+    rho0 = nm.operators.spin_dm("up")
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-9, dkmax=4)
+
+    def run():
+        return nm.Tempo(system, bath, parameters, rho0, 0.0).compute(0.8, progress_type="silent")
+
+    session = run()
+    with backends.use_backend("numpy"):
+        reference = run()
+    tol.assert_close(session.states, reference.states, kind="agree")
