@@ -492,12 +492,27 @@ def test_gibbs_tempo_commuting_model_drude_lorentz():
 
 def test_guess_parameters_are_sensible_for_drude_lorentz():
     """Re C(0) is infinite for Drude-Lorentz: the guessed time step comes from the decay
-    of C beyond its integrable singularity, a fraction of 1/gamma, not from the singularity."""
-    gamma = 5.0
-    system, bath = _spin_boson(nm.DrudeLorentzSD(0.1, gamma, 1.0))
+    of C beyond its integrable singularity (a fraction of 1/gamma), the memory cut from
+    the integrals of |C|; the run meets the tolerance on the exact independent-boson
+    model."""
+    lam, gamma, temperature, end, tolerance = 0.2, 5.0, 1.0, 6.0, 1e-2
+    _, bath = _spin_boson(nm.DrudeLorentzSD(0.1, gamma, temperature))
     with pytest.warns(UserWarning):
-        parameters = nm.guess_tempo_parameters(bath, 0.0, 100.0, tolerance=1e-2)
+        parameters = nm.guess_tempo_parameters(bath, 0.0, 100.0, tolerance=tolerance)
     assert 0.05 / gamma < parameters.dt < 1.0 / gamma
+    energies, couplings = np.array([0.5, -0.5]), np.array([0.5, -0.5])
+    system = nm.System(np.diag(energies).astype(complex))
+    bath = nm.Bath(np.diag(couplings).astype(complex), nm.DrudeLorentzSD(lam, gamma, temperature))
+    with pytest.warns(UserWarning):
+        parameters = nm.guess_tempo_parameters(bath, 0.0, end, system, tolerance=tolerance)
+    steps = int(round(end / parameters.dt))
+    assert parameters.dkmax < steps  # a memory cut, not the whole run
+    rho0 = pure_state(0.8, 0.6)
+    dynamics = nm.Tempo(system, bath, parameters, rho0, 0.0).compute(end, progress_type="silent")
+    for t, state in list(zip(dynamics.times, dynamics.states))[1 :: max(1, steps // 8)]:
+        phi = numerical_g_p(drude_lorentz_j(lam, gamma), temperature, t, 50.0 * gamma)
+        exact = rho0[0, 1] * np.exp(-1j * (energies[0] - energies[1]) * t - phi.real)
+        assert abs(state[0, 1] - exact) <= tolerance
 
 
 def test_bath_dynamics_accepts_drude_lorentz():
