@@ -39,6 +39,8 @@ from .methods.autodiff import differentiable_dynamics as differentiable_dynamics
 from .methods.batched import compute_dynamics_batch as compute_dynamics_batch
 from .methods.batched_correlations import compute_correlations_batch as compute_correlations_batch
 from .methods.bath_dynamics import TwoTimeBathCorrelations as TwoTimeBathCorrelations
+from .methods.convergence import ConvergenceError as ConvergenceError
+from .methods.convergence import converge as converge
 from .methods.correlations import compute_correlations as compute_correlations
 from .methods.correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.dynamics import compute_dynamics as compute_dynamics
@@ -98,6 +100,7 @@ __all__ = [
     "Bath",
     "ChainControl",
     "Control",
+    "ConvergenceError",
     "CustomCorrelations",
     "CustomSD",
     "DrudeLorentzSD",
@@ -144,6 +147,7 @@ __all__ = [
     "compute_steady_state",
     "compute_uniform_dynamics",
     "control",
+    "converge",
     "convert_process_tensor",
     "correlations",
     "differentiable_dynamics",

@@ -265,7 +265,9 @@ class Dynamics(BaseDynamics):
         ``operators``: a (d, d) matrix, a list of them, a dict label -> matrix,
         or None for :meth:`default_observables`. ``ax``: a matplotlib Axes (None:
         a new figure). ``label``: put before each line's label (e.g. the run).
-        Returns the Axes. Needs matplotlib (``pip install "nonmarkov[plot]"``).
+        A converged result (:func:`~nonmarkov.converge`) draws its error estimate
+        as a band around each line. Returns the Axes. Needs matplotlib
+        (``pip install "nonmarkov[plot]"``).
         """
         try:
             import matplotlib.pyplot as plt
@@ -283,12 +285,62 @@ class Dynamics(BaseDynamics):
             _, ax = plt.subplots(figsize=(7, 4))
         times, values = self.expectations_of(operators, real=True)
         if times is not None:
+            bands = self._error_bands(operators)
             for name, series in values.items():
-                ax.plot(times, series, label=name if label is None else f"{label}: {name}")
+                (line,) = ax.plot(
+                    times, series, label=name if label is None else f"{label}: {name}"
+                )
+                if name in bands:
+                    ax.fill_between(
+                        times,
+                        series - bands[name],
+                        series + bands[name],
+                        color=line.get_color(),
+                        alpha=0.25,
+                        linewidth=0,
+                    )
         ax.set_xlabel("time t")
         ax.set_ylabel("expectation value")
         ax.legend(fontsize=8)
         return ax
+
+    @property
+    def error_estimate(self) -> default_np.ndarray | None:
+        """Estimated error per time of a converged result (:func:`~nonmarkov.converge`):
+        (N,) bounds on max_ij |rho_ij(t) - rho_ij,exact(t)|, or None for a result
+        without an estimate (``metadata['convergence']``)."""
+        errors = self._convergence_errors()
+        return None if errors is None else errors.get("states")
+
+    def observable_errors(self) -> dict[str, default_np.ndarray]:
+        """Estimated errors per time (N,) of the expectation values of the observables
+        a converged result was asked for, label -> array; {} without them."""
+        errors = self._convergence_errors() or {}
+        return {k: v for k, v in errors.items() if k != "states"}
+
+    def _convergence_errors(self) -> dict[str, default_np.ndarray] | None:
+        record = self.metadata.get("convergence")
+        if not isinstance(record, dict) or not isinstance(record.get("errors"), dict):
+            return None
+        errors = {k: default_np.asarray(v, dtype=float) for k, v in record["errors"].items()}
+        if any(v.shape != (len(self),) for v in errors.values()):
+            return None  # a selection (between) of the times: no estimate per time
+        return errors
+
+    def _error_bands(self, operators: dict) -> dict[str, default_np.ndarray]:
+        """Half-widths of the error bands of :meth:`plot`: the estimate of an observable
+        converged on, else sum_ij |O_ij| times the states' estimate (a bound on
+        |Tr(O delta rho)|); {} without an estimate."""
+        states = self.error_estimate
+        if states is None:
+            return {}
+        own = self.observable_errors()
+        return {
+            name: own[name]
+            if name in own
+            else float(default_np.sum(default_np.abs(default_np.asarray(matrix)))) * states
+            for name, matrix in operators.items()
+        }
 
     @property
     def statistics(self) -> dict:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as default_np
 
-from .. import validation
+from .. import config, validation
 from .._threads import hot_loop_threads
 from ..engines import window_engine
 from ..engines.base import LastArguments, WindowSpec
@@ -34,6 +34,7 @@ from ..model.system import BaseSystem
 from ..options import EngineOptions, resolve
 from ..progress import Progress, check_progress_type
 from . import checks as check
+from .error_ladder import climb
 from .metadata import bath_metadata, dynamics_metadata, parameters_metadata, run_statistics
 
 
@@ -281,6 +282,9 @@ def tempo_compute(
     description: str | None = None,
     *,
     options: EngineOptions | None = None,
+    converge: bool = False,
+    max_cost: float | None = None,
+    max_seconds: float | None = None,
 ) -> Dynamics:
     """One-call TEMPO: build a :class:`Tempo` and compute up to ``end_time``.
 
@@ -293,8 +297,48 @@ def tempo_compute(
     silently, another dict with a ``UserWarning``, anything else a
     TypeError; :func:`nonmarkov.methods.checks.backend_config`).
     ``options``: the engine options (None: the library default).
+
+    ``converge=True`` (keyword only): converge dt, the memory cut and epsrel
+    until the estimated error of the states is within ``tolerance`` (None: the
+    default of :func:`~nonmarkov.guess_tempo_parameters`), starting from
+    ``parameters`` (None: the guess), within ``max_cost`` cost units and
+    ``max_seconds``; the result carries its error estimate per time and the
+    ladder (:func:`~nonmarkov.converge`, which also offers observables and
+    process tensors).
     """
     check.backend_config(backend_config, "tempo_compute")
+    if validation.boolean(converge, "converge"):
+
+        def run(params: TempoParameters) -> list[Dynamics]:
+            tempo = Tempo(
+                system,
+                bath,
+                params,
+                initial_state,
+                start_time,
+                unique=unique,
+                name=name,
+                description=description,
+                options=options,
+            )
+            return [tempo.compute(end_time, progress_type=progress_type)]
+
+        check.model(system, bath)
+        return climb(
+            run,
+            system,
+            bath,
+            start_time,
+            end_time,
+            config.DEFAULT_TOLERANCE if tolerance is None else tolerance,
+            parameters=parameters,
+            max_cost=max_cost,
+            max_seconds=max_seconds,
+            name=name,
+            method="tempo_compute",
+        )[0]
+    if max_cost is not None or max_seconds is not None:
+        raise ValueError("max_cost and max_seconds limit the ladder of converge=True only")
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, system, **kwargs)
