@@ -1,0 +1,387 @@
+"""Accuracy per second: QuTiP 5's HEOM solver against nonmarkov on spin-boson models.
+
+Model (both programs): H_S = (eps/2) sigma_z + (Delta/2) sigma_x with Delta = 1,
+eps = 0.5, coupling operator sigma_z (H_I = sigma_z X, X = sum_k g_k b_k + h.c.),
+initial state spin up (sigma_z = +1), observable <sigma_z(t)> on t = 0, 0.4, ..., 20.
+Errors are the largest |<sigma_z>(t) - reference| over those times.
+
+Baths (``--cases``):
+
+- ``weak`` (lambda 0.05, T 1), ``intermediate`` (0.25, 1), ``lowT`` (0.25, 0.1),
+  ``strong`` (1.0, 1), ``verylowT`` (0.25, 0.05): Drude-Lorentz with reorganisation
+  energy lambda and width gamma = Delta. nonmarkov: ``DrudeLorentzSD(lambda, gamma, T)``,
+  J(w) = (2 lambda / pi) gamma w / (gamma^2 + w^2); QuTiP: ``DrudeLorentzEnvironment(T,
+  lam=lambda, gamma)`` (J_QuTiP = pi J, with 1/pi in its C(t)). Same C(t).
+- ``superohmic``: J(w) = 2 alpha w^3 wc^-2 exp(-w/wc), alpha = 0.05, wc = 1, T = 0.5
+  (nonmarkov: ``PowerLawSD(alpha, zeta=3, cutoff=wc, 'exponential', T)``; QuTiP:
+  ``BosonicEnvironment.from_spectral_density(pi J, T=T)``, fitted with exponentials by
+  ESPRIT on C(t) (``approximate('esprit', ...)``, N terms) for the hierarchy).
+
+Conventions are checked first: both programs' C(t) at t = 0.1 .. 10 (printed, and the
+run stops if they differ by more than 1e-6 relative to max |C|).
+
+HEOM runs: Pade terms Nk (Drude-Lorentz) or fitted exponentials (super-Ohmic) times
+hierarchy depth, ODE tolerance atol = rtol = 1e-9 (the time of a run: building the
+solver and running it). nonmarkov runs: TEMPO (``tempo_compute``) and, with
+``--methods uniform``, the uniform process tensor (``pt_uniform_compute`` +
+``compute_uniform_dynamics``), over dt, memory cut tcut and epsrel; every set of runs
+at dt, dt/2 (and dt/4) with the same tcut and epsrel is also combined by Richardson
+extrapolation (``nonmarkov.methods.extrapolation.richardson``, order 2, its order check
+on three levels), costing the sum of its runs.
+
+Reference: a deep HEOM run with many Pade terms (Drude-Lorentz; per case,
+``reference``: terms, depth), checked against a shallower one with fewer terms (printed
+as ``reference check``; ``--reference-cache DIR`` keeps them for reruns); for the
+super-Ohmic case the three-level extrapolation at the finest dt with the tightest
+epsrel and longest tcut, checked against the next one. For each case and each
+tolerance 1e-3, 1e-4, 1e-5 the table gives the cheapest run of each program whose
+error is within it (its parameters and seconds), and the ratio nonmarkov/HEOM.
+
+One BLAS thread (set before NumPy loads). All runs happen one after the other in this
+process; the timings are wall-clock seconds.
+
+    python benchmarks/bench_heom.py [--cases weak intermediate] [--quick]
+        [--methods tempo uniform] [--reference-cache DIR] [--json out.json]
+
+``--quick``: a small grid (for a check that everything runs, and the 1e-3 column).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+os.environ.setdefault("NONMARKOV_BLAS_THREADS", "1")
+
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+DELTA, EPS, END = 1.0, 0.5, 20.0
+GRID = np.round(np.arange(0.0, END + 1e-9, 0.4), 10)
+TOLERANCES = (1e-3, 1e-4, 1e-5)
+ODE = {"atol": 1e-9, "rtol": 1e-9, "nsteps": 1_000_000, "progress_bar": False}
+
+CASES = {
+    "weak": {"lam": 0.05, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 8, 3, 6)},
+    "intermediate": {"lam": 0.25, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 10, 3, 8)},
+    "lowT": {"lam": 0.25, "T": 0.1, "tcuts": (6.0, 12.0), "reference": (4, 10, 3, 8)},
+    "strong": {"lam": 1.0, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 12, 3, 10)},
+    "verylowT": {"lam": 0.25, "T": 0.05, "tcuts": (8.0, 16.0), "reference": (4, 10, 3, 8)},
+    "superohmic": {"alpha": 0.05, "wc": 1.0, "T": 0.5, "tcuts": (4.0, 8.0)},
+}
+#: HEOM terms and depths, nonmarkov dts, epsrels and how many of the case's tcuts
+GRIDS = {
+    "quick": {
+        "terms": (1, 2),
+        "depths": (3, 5),
+        "dts": (0.4, 0.2),
+        "epsrels": (1e-5,),
+        "tcuts": 1,
+    },
+    "full": {
+        "terms": (1, 2, 3, 4),
+        "depths": (2, 3, 4, 6, 8),
+        "dts": (0.4, 0.2, 0.1),
+        "epsrels": (1e-5, 1e-6),
+        "tcuts": 2,
+    },
+}
+SUPEROHMIC_TERMS = (2, 3, 4)
+
+
+def _sz():
+    import qutip
+
+    return qutip.sigmaz()
+
+
+def qutip_environment(case: dict):
+    """The bath of ``case`` as a QuTiP environment (exact, not yet fitted)."""
+    from qutip.core.environment import BosonicEnvironment, DrudeLorentzEnvironment
+
+    if "lam" in case:
+        return DrudeLorentzEnvironment(T=case["T"], lam=case["lam"], gamma=DELTA)
+    alpha, wc = case["alpha"], case["wc"]
+
+    def spectral_density(w):
+        w = np.asarray(w, dtype=float)
+        return math.pi * 2 * alpha * np.where(w > 0, w**3 / wc**2 * np.exp(-w / wc), 0.0)
+
+    return BosonicEnvironment.from_spectral_density(spectral_density, wMax=40 * wc, T=case["T"])
+
+
+def nonmarkov_bath(case: dict):
+    """The bath of ``case`` for nonmarkov (coupling sigma_z)."""
+    import nonmarkov as nm
+
+    if "lam" in case:
+        correlations = nm.DrudeLorentzSD(
+            reorganisation_energy=case["lam"], cutoff=DELTA, temperature=case["T"]
+        )
+    else:
+        correlations = nm.PowerLawSD(
+            alpha=case["alpha"],
+            zeta=3,
+            cutoff=case["wc"],
+            cutoff_type="exponential",
+            temperature=case["T"],
+        )
+    return nm.Bath(nm.operators.sigma("z"), correlations)
+
+
+def check_conventions(case: dict) -> float:
+    """max |C_nonmarkov(t) - C_QuTiP(t)| / max |C| on t = 0.1 .. 10."""
+    times = np.array([0.1, 0.3, 1.0, 2.0, 5.0, 10.0])
+    ours = np.asarray(nonmarkov_bath(case).correlations.correlation(times))
+    theirs = np.asarray(qutip_environment(case).correlation_function(times))
+    return float(np.max(np.abs(ours - theirs)) / np.max(np.abs(theirs)))
+
+
+def heom_run(case: dict, terms: int, depth: int) -> dict:
+    """<sigma_z> on GRID from QuTiP's HEOMSolver; its seconds (setup + run)."""
+    import qutip
+    from qutip.solver.heom import HEOMSolver
+
+    start = time.perf_counter()
+    environment = qutip_environment(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if "lam" in case:
+            fitted = environment.approximate("pade", Nk=terms)
+        else:
+            tlist = np.linspace(0.0, 20.0 / case["wc"], 400)
+            fitted = environment.approximate("esprit", tlist, Nr=terms, separate=False)
+    if isinstance(fitted, tuple):
+        fitted = fitted[0]
+    hamiltonian = 0.5 * EPS * qutip.sigmaz() + 0.5 * DELTA * qutip.sigmax()
+    solver = HEOMSolver(hamiltonian, (fitted, qutip.sigmaz()), depth, options=ODE)
+    result = solver.run(qutip.basis(2, 0).proj(), GRID, e_ops=[_sz()])
+    seconds = time.perf_counter() - start
+    return {
+        "program": "heom",
+        "terms": terms,
+        "depth": depth,
+        "seconds": seconds,
+        "sz": np.real(np.asarray(result.expect[0])),
+    }
+
+
+def nonmarkov_run(case: dict, method: str, dt: float, tcut: float, epsrel: float) -> dict:
+    """<sigma_z> at the multiples of dt from TEMPO or the uniform PT; its seconds."""
+    import nonmarkov as nm
+
+    start = time.perf_counter()
+    sz = nm.operators.sigma("z")
+    system = nm.System(0.5 * EPS * sz + 0.5 * DELTA * nm.operators.sigma("x"))
+    bath = nonmarkov_bath(case)
+    parameters = nm.TempoParameters(dt=dt, tcut=tcut, epsrel=epsrel)
+    rho0 = nm.operators.spin_dm("up")
+    if method == "tempo":
+        dynamics = nm.tempo_compute(
+            system, bath, rho0, 0.0, END, parameters, progress_type="silent"
+        )
+    else:
+        pt = nm.pt_uniform_compute(bath, parameters, progress_type="silent")
+        steps = int(round(END / dt))
+        dynamics = nm.compute_uniform_dynamics(system, rho0, steps, pt, progress_type="silent")
+    seconds = time.perf_counter() - start
+    times, values = dynamics.expectations(sz, real=True)
+    return {
+        "program": "nonmarkov",
+        "method": method,
+        "dt": dt,
+        "tcut": tcut,
+        "epsrel": epsrel,
+        "seconds": seconds,
+        "times": np.asarray(times),
+        "values": np.asarray(values),
+        "sz": on_grid(np.asarray(times), np.asarray(values)),
+    }
+
+
+def on_grid(times: np.ndarray, values: np.ndarray) -> np.ndarray:
+    index = np.searchsorted(times, GRID - 1e-9)
+    if np.any(np.abs(times[np.minimum(index, len(times) - 1)] - GRID) > 1e-9):
+        raise ValueError("a run's times do not contain the comparison grid")
+    return values[index]
+
+
+def extrapolations(runs: list[dict]) -> list[dict]:
+    """Richardson combinations of runs at dt, dt/2 (, dt/4) with the same method,
+    tcut and epsrel: two levels (unchecked) and three levels (order checked)."""
+    from nonmarkov.methods.extrapolation import richardson
+
+    by_key: dict = {}
+    for run in runs:
+        by_key.setdefault((run["method"], run["tcut"], run["epsrel"]), {})[run["dt"]] = run
+    combined = []
+    for (method, tcut, epsrel), levels in by_key.items():
+        for dt in sorted(levels, reverse=True):
+            for count in (2, 3):
+                dts = [dt / 2**k for k in range(count)]
+                if not all(any(abs(d - other) < 1e-12 for other in levels) for d in dts):
+                    continue
+                chosen = [levels[min(levels, key=lambda x, d=d: abs(x - d))] for d in dts]
+                result = richardson(
+                    [(run["times"], run["values"]) for run in chosen],
+                    times=GRID,
+                    on_failed_check="finest",
+                )
+                combined.append(
+                    {
+                        "program": "nonmarkov",
+                        "method": f"{method}+richardson{count}",
+                        "dt": dts[-1],
+                        "tcut": tcut,
+                        "epsrel": epsrel,
+                        "seconds": sum(run["seconds"] for run in chosen),
+                        "sz": np.real(np.asarray(result.values)),
+                        "order_check": result.order_check,
+                        "observed_order": result.observed_order,
+                    }
+                )
+    return combined
+
+
+def label(run: dict) -> str:
+    if run["program"] == "heom":
+        return f"Nk {run['terms']}, depth {run['depth']}"
+    check = f", order {run['order_check']}" if "order_check" in run else ""
+    return (
+        f"{run['method']} dt {run['dt']:g}, tcut {run['tcut']:g}, epsrel {run['epsrel']:g}{check}"
+    )
+
+
+def cheapest(runs: list[dict], tolerance: float) -> dict | None:
+    good = [run for run in runs if run["error"] <= tolerance]
+    return min(good, key=lambda run: run["seconds"]) if good else None
+
+
+def cached(cache: str | None, name: str, run, case: dict, terms: int, depth: int) -> dict:
+    """``run(case, terms, depth)``, read from / written to the directory ``cache``
+    (the reference runs are the longest; a rerun of a case need not repeat them)."""
+    path = None if cache is None else os.path.join(cache, f"heom_{name}_{terms}_{depth}.json")
+    if path is not None and os.path.exists(path):
+        with open(path) as handle:
+            record = json.load(handle)
+        record["sz"] = np.asarray(record["sz"])
+        return record
+    record = run(case, terms, depth)
+    if path is not None:
+        os.makedirs(cache, exist_ok=True)
+        with open(path, "w") as handle:
+            json.dump({**record, "sz": record["sz"].tolist()}, handle)
+    return record
+
+
+def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None = None) -> dict:
+    case = CASES[name]
+    deviation = check_conventions(case)
+    log(f"\n## {name}: {case}\nC(t) nonmarkov vs QuTiP: max relative difference {deviation:.1e}")
+    if deviation > 1e-6:
+        raise SystemExit(f"{name}: the two programs' C(t) differ ({deviation:.1e})")
+    heom_runs = []
+    terms_list = grid["terms"] if "lam" in case else SUPEROHMIC_TERMS
+    for terms, depth in itertools.product(terms_list, grid["depths"]):
+        heom_runs.append(heom_run(case, terms, depth))
+        log(f"  heom {label(heom_runs[-1])}: {heom_runs[-1]['seconds']:.2f} s")
+    nm_runs = []
+    for method, tcut, epsrel, dt in itertools.product(
+        methods, case["tcuts"][: grid["tcuts"]], grid["epsrels"], grid["dts"]
+    ):
+        nm_runs.append(nonmarkov_run(case, method, dt, tcut, epsrel))
+        log(f"  nonmarkov {label(nm_runs[-1])}: {nm_runs[-1]['seconds']:.2f} s")
+    nm_all = nm_runs + extrapolations(nm_runs)
+    if "lam" in case:
+        terms, depth, second_terms, second_depth = case["reference"]
+        reference = cached(cache, name, heom_run, case, terms, depth)
+        second = cached(cache, name, heom_run, case, second_terms, second_depth)
+    else:  # the best two nonmarkov extrapolations, checked against each other
+        ranked = sorted(
+            nm_all,
+            key=lambda run: (
+                "richardson3" not in run["method"],
+                run["dt"],
+                run["epsrel"],
+                -run["tcut"],
+            ),
+        )
+        reference, second = ranked[0], ranked[1]
+    check = float(np.max(np.abs(reference["sz"] - second["sz"])))
+    log(
+        f"  reference {label(reference)} ({reference['seconds']:.1f} s); check against "
+        f"{label(second)}: {check:.1e}"
+    )
+    for run in heom_runs + nm_all:
+        run["error"] = float(np.max(np.abs(run["sz"] - reference["sz"])))
+    rows = []
+    for tolerance in TOLERANCES:
+        best = {p: cheapest(r, tolerance) for p, r in (("heom", heom_runs), ("nm", nm_all))}
+        ratio = (
+            best["nm"]["seconds"] / best["heom"]["seconds"] if best["nm"] and best["heom"] else None
+        )
+        rows.append({"tolerance": tolerance, **best, "ratio": ratio})
+    for row in rows:
+        cells = []
+        for key in ("heom", "nm"):
+            run = row[key]
+            cells.append(
+                "not reached"
+                if run is None
+                else f"{run['seconds']:.2f} s ({label(run)}; err {run['error']:.1e})"
+            )
+        ratio = "" if row["ratio"] is None else f"  nonmarkov/HEOM {row['ratio']:.1f}"
+        log(f"  {row['tolerance']:.0e}: HEOM {cells[0]} | nonmarkov {cells[1]}{ratio}")
+    strip = ("sz", "times", "values")
+    return {
+        "case": case,
+        "c_deviation": deviation,
+        "reference": label(reference),
+        "reference_check": check,
+        "runs": [{k: v for k, v in run.items() if k not in strip} for run in heom_runs + nm_all],
+        "table": [
+            {
+                "tolerance": row["tolerance"],
+                "heom": None if row["heom"] is None else label(row["heom"]),
+                "heom_s": None if row["heom"] is None else row["heom"]["seconds"],
+                "nonmarkov": None if row["nm"] is None else label(row["nm"]),
+                "nonmarkov_s": None if row["nm"] is None else row["nm"]["seconds"],
+                "ratio": row["ratio"],
+            }
+            for row in rows
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--quick", action="store_true", help="a small grid (see above)")
+    parser.add_argument("--methods", nargs="+", default=["tempo"], choices=["tempo", "uniform"])
+    parser.add_argument("--json", default=None, help="write the records to this JSON file")
+    parser.add_argument(
+        "--reference-cache", default=None, help="directory keeping the HEOM reference runs"
+    )
+    args = parser.parse_args()
+    grid = GRIDS["quick" if args.quick else "full"]
+    records = {}
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+
+    for name in args.cases:
+        records[name] = run_case(name, grid, args.methods, log, args.reference_cache)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(records, handle, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    main()
