@@ -42,8 +42,11 @@ _SERIES_TERMS = 20
 _SERIES_RADIUS = 0.5
 _FACTORIALS = default_np.array([math.factorial(n) for n in range(_SERIES_TERMS + 2)], dtype=float)
 _GL_NODES, _GL_WEIGHTS = default_np.polynomial.legendre.leggauss(32)
-#: panels of s in (0, 1] for the tail integral over k = (M + 1/2) / s, graded towards s = 0
-_TAIL_PANELS = ((0.0, 1 / 32), (1 / 32, 1 / 8), (1 / 8, 1 / 4), (1 / 4, 1 / 2), (1 / 2, 1.0))
+#: panels of s in (0, 1] for the tail integral over k = (M + 1/2) / s: [2^-j-1, 2^-j] for
+#: j < 40 (a summand exp(-c k) gives exp(-c (M + 1/2) / s), smooth in each panel whatever
+#: c), and [0, 2^-40]
+_TAIL_PANELS = ((0.0, 2.0**-40),) + tuple((2.0 ** -(j + 1), 2.0**-j) for j in range(40))
+_TAIL_GL_NODES, _TAIL_GL_WEIGHTS = default_np.polynomial.legendre.leggauss(16)
 #: relative distance of a real pole rate from a Matsubara frequency below which the two
 #: terms are summed as one pair (each alone would be large and cancel)
 _RESONANCE_WINDOW = 0.05
@@ -53,8 +56,8 @@ def _tail_nodes() -> tuple[default_np.ndarray, default_np.ndarray]:
     """Gauss-Legendre nodes and weights of the panels ``_TAIL_PANELS`` of (0, 1]."""
     nodes, weights = [], []
     for a, b in _TAIL_PANELS:
-        nodes.append(a + 0.5 * (b - a) * (_GL_NODES + 1.0))
-        weights.append(0.5 * (b - a) * _GL_WEIGHTS)
+        nodes.append(a + 0.5 * (b - a) * (_TAIL_GL_NODES + 1.0))
+        weights.append(0.5 * (b - a) * _TAIL_GL_WEIGHTS)
     return default_np.concatenate(nodes), default_np.concatenate(weights)
 
 
