@@ -184,6 +184,62 @@ def check_dynamics_inputs(
     return process_tensors, rho0, start_time, dt, num_steps, progress_type
 
 
+def start_dynamics(
+    method: str,
+    system: BaseSystem,
+    rho0: default_np.ndarray,
+    control: Control | None,
+    process_tensors: Sequence[BaseProcessTensor],
+    grid: tuple[float, float, int],
+    record_all: bool,
+) -> tuple[default_np.ndarray, Callable[[int], tuple[Any, Any]] | None, Dynamics]:
+    """The start of a run of ``method`` on the chain engine, on the grid
+    ``(start_time, dt, num_steps)``: ``rho0`` (d, d) after the control's pre-control at
+    t_0, the controls of the steps (:func:`chain_controls`), and the :class:`Dynamics`
+    with the run's provenance and the state at ``start_time``."""
+    start_time, dt, num_steps = grid
+    initial_control, controls = chain_controls(control, dt, start_time)
+    if initial_control is not None:
+        rho0 = (initial_control @ rho0.reshape(-1)).reshape(rho0.shape)
+    provenance = dynamics_metadata(
+        method,
+        system,
+        start_time=start_time,
+        dt=dt,
+        num_steps=num_steps,
+        record_all=record_all,
+        control=control is not None,
+        process_tensors=[pt.metadata for pt in process_tensors],
+    )
+    dynamics = Dynamics(name="dynamics", metadata=provenance)
+    dynamics.add(start_time, rho0)
+    return rho0, controls, dynamics
+
+
+def record_readouts(
+    dynamics: Dynamics,
+    readouts: Any,
+    rho0: default_np.ndarray,
+    grid: tuple[float, float, int],
+    record_all: bool,
+    what: str,
+    control: Control | None,
+) -> None:
+    """Add a chain run's read-outs, (N, d^2) after every step or (1, d^2) after the
+    last, to ``dynamics`` at their times on the grid ``(start_time, dt, num_steps)``,
+    once :func:`checks.finite_states` has found them finite and bounded (``what``
+    names the run in its messages; ``rho0`` (d, d) is the initial state; a run with
+    a ``control`` may change the trace)."""
+    start_time, dt, num_steps = grid
+    d = rho0.shape[0]
+    steps = range(1, num_steps + 1) if record_all else [num_steps] * min(num_steps, 1)
+    states = default_np.asarray(readouts).reshape(-1, d, d)
+    first = steps[0] if len(steps) else 0
+    checks.finite_states(states, first, start_time, dt, what, control is None, initial=rho0)
+    for step, rho in zip(steps, states):
+        dynamics.add(start_time + step * dt, rho)
+
+
 def compute_dynamics(
     system: BaseSystem,
     initial_state: Any = None,
@@ -232,22 +288,10 @@ def compute_dynamics(
     recorded = num_steps + 1 if record_all else 2
     checks.affordable_run(num_steps, system.dimension, recorded, "compute_dynamics")
     propagators = system.get_propagators(dt, start_time, subdiv_limit, liouvillian_epsrel)
-    initial_control, controls = chain_controls(control, dt, start_time)
-    if initial_control is not None:
-        rho0 = (initial_control @ rho0.reshape(-1)).reshape(rho0.shape)
-    d = system.dimension
-    provenance = dynamics_metadata(
-        "compute_dynamics",
-        system,
-        start_time=start_time,
-        dt=dt,
-        num_steps=num_steps,
-        record_all=record_all,
-        control=control is not None,
-        process_tensors=[pt.metadata for pt in process_tensors],
+    grid = (start_time, dt, num_steps)
+    rho0, controls, dynamics = start_dynamics(
+        "compute_dynamics", system, rho0, control, process_tensors, grid, record_all
     )
-    dynamics = Dynamics(name="dynamics", metadata=provenance)
-    dynamics.add(start_time, rho0)
     started = time.perf_counter()
     with hot_loop_threads(), Progress(num_steps, progress_type, "dynamics") as progress:
         readouts = chain_engine(options).run(
@@ -262,19 +306,7 @@ def compute_dynamics(
                 on_step=progress.update,
             )
         )
-    steps = range(1, num_steps + 1) if record_all else [num_steps] * min(num_steps, 1)
-    states = default_np.asarray(readouts).reshape(-1, d, d)
-    checks.finite_states(
-        states,
-        steps[0] if len(steps) else 0,
-        start_time,
-        dt,
-        "compute_dynamics",
-        control is None,
-        initial=rho0,
-    )
-    for step, vector in zip(steps, readouts):
-        dynamics.add(start_time + step * dt, default_np.asarray(vector).reshape(d, d))
+    record_readouts(dynamics, readouts, rho0, grid, record_all, "compute_dynamics", control)
     bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in process_tensors]
     dynamics.metadata["statistics"] = run_statistics(
         time.perf_counter() - started, num_steps, max(bonds) if bonds else None

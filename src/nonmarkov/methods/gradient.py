@@ -47,8 +47,12 @@ from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress, check_progress_type
 from . import checks
-from .dynamics import as_process_tensor_list, chain_controls, check_dynamics_inputs
-from .metadata import dynamics_metadata
+from .dynamics import (
+    as_process_tensor_list,
+    check_dynamics_inputs,
+    record_readouts,
+    start_dynamics,
+)
 
 
 def _target(target_derivative: Any, final_state: default_np.ndarray) -> default_np.ndarray:
@@ -312,21 +316,10 @@ def _adjoint(
     else:
         halves = system.half_step_propagators(dt, array)
         propagator_derivatives = default_np.zeros((0,))
-    initial_control, controls = chain_controls(control, dt, start_time)
-    if initial_control is not None:
-        rho0 = (initial_control @ rho0.reshape(-1)).reshape(d, d)
-    provenance = dynamics_metadata(
-        "compute_gradient_and_dynamics",
-        system,
-        start_time=start_time,
-        dt=dt,
-        num_steps=num_steps,
-        record_all=record_all,
-        control=control is not None,
-        process_tensors=[pt.metadata for pt in pts],
+    grid = (start_time, dt, num_steps)
+    rho0, controls, dynamics = start_dynamics(
+        "compute_gradient_and_dynamics", system, rho0, control, pts, grid, record_all
     )
-    dynamics = Dynamics(name="dynamics", metadata=provenance)
-    dynamics.add(start_time, rho0)
 
     def target(final: default_np.ndarray) -> default_np.ndarray:
         rho = final.reshape(d, d)
@@ -345,11 +338,5 @@ def _adjoint(
             on_step=progress.update,
         )
         readouts, tensors = chain_engine(options).adjoint(run, target)
-    steps = range(1, num_steps + 1) if record_all else [num_steps]
-    states = readouts.reshape(-1, d, d)
-    checks.finite_states(
-        states, steps[0], start_time, dt, "the gradient", control is None, initial=rho0
-    )
-    for step, rho in zip(steps, states):
-        dynamics.add(start_time + step * dt, rho)
+    record_readouts(dynamics, readouts, rho0, grid, record_all, "the gradient", control)
     return list(tensors), dynamics, halves, propagator_derivatives
