@@ -42,9 +42,10 @@ def numerical_correlation(j_function, temperature: float, tau: float) -> complex
 
 
 def numerical_g_p(j_function, temperature: float, t: float, split: float) -> complex:
-    """Phi(t) = G(t) - i P(t) of DESIGN.md, G = int J coth(w/2T) (1 - cos wt)/w^2 dw,
-    P = int J (wt - sin wt)/w^2 dw, over [0, split] by plain quadrature and beyond by
-    QUADPACK's Fourier integrals (J falls only as 1/w for Drude-Lorentz)."""
+    """Phi(t) = G(t) - i P(t) of the independent-boson model,
+    G = int J coth(w/2T) (1 - cos wt)/w^2 dw, P = int J (wt - sin wt)/w^2 dw, over
+    [0, split] by plain quadrature and beyond by QUADPACK's Fourier integrals (J falls
+    only as 1/w for Drude-Lorentz)."""
 
     def coth(w):
         return 1.0 / math.tanh(w / (2.0 * temperature))
@@ -169,7 +170,7 @@ def test_drude_lorentz_discretised_influence(lam, gamma, temperature):
         value = sd.correlation_2d_integral(dt, time_1, shape=shape)
         assert abs(value - expected) <= 1e-12 * abs(expected)
     # eta_0 and the square at lag 0 contain the log singularity of Re C at tau = 0:
-    # compare with G(t) - i P(t) of DESIGN.md, integrated over w to infinity
+    # compare with G(t) - i P(t) (the independent-boson model), integrated to w = infinity
     for t in (0.05, 0.1, 1.0):
         expected = numerical_g_p(drude_lorentz_j(lam, gamma), temperature, t, 50.0 * gamma)
         assert sd.eta_function(t) == pytest.approx(expected, rel=1e-10)
@@ -253,7 +254,8 @@ def test_underdamped_equals_qutip_bath():
 
 def _independent_boson_run(correlations, j_function, temperature, split, steps=12, dt=0.1):
     """TEMPO (full memory) and the exact states rho_nm(0) e^{-i(E_n - E_m)t}
-    e^{-(s_n - s_m)^2 G(t) + i(s_n^2 - s_m^2) P(t)} (DESIGN.md), each (steps + 1, 2, 2)."""
+    e^{-(s_n - s_m)^2 G(t) + i(s_n^2 - s_m^2) P(t)} (the independent-boson model), each
+    (steps + 1, 2, 2)."""
     energies, couplings = np.array([0.4, -0.4]), np.array([0.5, -0.5])
     system = nm.System(np.diag(energies).astype(complex))
     bath = nm.Bath(np.diag(couplings).astype(complex), correlations)

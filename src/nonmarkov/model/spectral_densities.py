@@ -1,6 +1,6 @@
 """Spectral densities of the field: Drude-Lorentz, underdamped (Brownian oscillator), tabulated.
 
-Convention (DESIGN.md section 1): for the coupling S sum_k (g_k b_k + g_k^* b_k^dag),
+Convention (docs/index.md, "Conventions"): for the coupling S sum_k (g_k b_k + g_k^* b_k^dag),
 
     J(w) = sum_k |g_k|^2 delta(w - w_k),
     C(tau) = int_0^inf J(w) [coth(w / 2T) cos(w tau) - i sin(w tau)] dw,
