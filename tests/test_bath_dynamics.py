@@ -58,6 +58,7 @@ def ibm():
 
 
 @pytest.mark.parametrize("change_only", [True, False])
+@pytest.mark.slow
 def test_independent_boson_occupation(ibm, change_only):
     system, bath, pt = ibm
     w, dw = 1.3, 0.05

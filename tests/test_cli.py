@@ -213,6 +213,7 @@ def test_existing_results_are_not_replaced_unless_asked(tmp_path, capsys):
 # ----------------------------------------------------------------------------- runs
 
 
+@pytest.mark.slow
 def test_run_writes_the_dynamics_of_tempo_and_a_plot(tmp_path):
     (tmp_path / "tiny.toml").write_text(BASE + _options_table())
     result = _cli("run", "tiny.toml", "--output", "out", "--progress", "silent", cwd=tmp_path)
@@ -244,6 +245,7 @@ def test_run_writes_the_dynamics_of_tempo_and_a_plot(tmp_path):
     assert (tmp_path / "again.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_run_reuses_one_process_tensor_over_a_sweep_of_systems(tmp_path):
     text = _replace(
         BASE, 'method = "tempo"', 'method = { name = "pt-tempo", save_process_tensor = true }'

@@ -187,6 +187,7 @@ def numpy_tempo():
 
 @needs_jax
 @pytest.mark.parametrize("device", ["host", "auto"])
+@pytest.mark.slow
 def test_host_and_auto_equal_numpy_on_this_machine(device, numpy_tempo):
     states, tempo = tempo_states("jax", device=device, chunk=3, compiled="on")
     numpy.testing.assert_allclose(states, numpy_tempo, rtol=0, atol=1e-10)
@@ -198,6 +199,7 @@ def test_host_and_auto_equal_numpy_on_this_machine(device, numpy_tempo):
 
 
 @needs_jax
+@pytest.mark.slow
 def test_pt_dynamics_and_batches_on_the_host_equal_numpy():
     # weak coupling: no truncation decision near its threshold (at alpha 0.3 any two
     # roundings of the build differ by ~1e-9)
@@ -275,6 +277,7 @@ print("ok")
 
 
 @needs_jax
+@pytest.mark.slow
 def test_a_move_between_two_devices_in_a_subprocess():
     """Two real CPU devices (XLA's host device count): compiled TEMPO and PT-TEMPO
     windows grow from the first to the second; NumPy's results to 1e-10."""

@@ -49,6 +49,7 @@ def _pages_with_blocks() -> list[pathlib.Path]:
     return [page for page in PAGES if python_blocks(page.read_text(encoding="utf-8"))[0]]
 
 
+@pytest.mark.slow  # a fresh Python per page: seconds each, a minute or two in all
 @pytest.mark.parametrize("page", _pages_with_blocks(), ids=lambda page: page.name)
 def test_page_blocks_run(page: pathlib.Path, tmp_path: pathlib.Path) -> None:
     blocks, _ = python_blocks(page.read_text(encoding="utf-8"))

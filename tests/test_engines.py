@@ -302,6 +302,7 @@ def pt_dynamics(process_tensor):
     return numpy.asarray(dynamics.states)
 
 
+@pytest.mark.slow
 def test_a_finalize_window_gives_pt_tempos_process_tensor_on_every_engine(window_kind):
     """Calls of 0, 2, 5, 1 and 6 steps, against the host engine in one call and
     ``nm.PtTempo`` (NumPy)."""
@@ -433,6 +434,7 @@ def chain_run(system, control, process_tensors, record_all, counted):
 @pytest.mark.parametrize("controlled", [False, True], ids=["free", "controls"])
 @pytest.mark.parametrize("constant", [True, False], ids=["constant", "time-dependent"])
 @pytest.mark.parametrize("record_all", [True, False], ids=["all", "last"])
+@pytest.mark.slow
 def test_chain_engines_run_the_same_chain(
     chain_kind, two_process_tensors, record_all, constant, controlled, monkeypatch
 ):
@@ -479,6 +481,7 @@ def test_chain_engines_run_the_same_chain(
     [(True, False), (False, True)],
     ids=["constant-free", "time-dependent-controls"],
 )
+@pytest.mark.slow
 def test_chain_steps_by_hand_equal_the_run(chain_kind, two_process_tensors, constant, controlled):
     system, control = chain_case(constant, controlled)
     run = chain_run(system, control, two_process_tensors, True, [])

@@ -140,6 +140,7 @@ def test_state_is_a_density_matrix_and_matches_its_dynamics():
     assert len(dynamics.times) == 11
 
 
+@pytest.mark.slow
 def test_agrees_with_the_steady_state_of_the_real_time_dynamics():
     """Independent methods: imaginary-time TEMPO against the relaxed state of a
     uniform process tensor (real time, dt 0.1, memory cut 2 with the rest lumped).

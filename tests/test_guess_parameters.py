@@ -90,10 +90,12 @@ def _independent_boson_error(case: str, tolerance: float) -> float:
         ("superohmic-gaussian", 1e-3),
     ],
 )
+@pytest.mark.slow
 def test_guess_meets_tolerance_on_independent_boson_models(case, tolerance):
     assert _independent_boson_error(case, tolerance) <= tolerance
 
 
+@pytest.mark.slow
 def test_guess_meets_a_tight_tolerance_on_an_independent_boson_model():
     """1e-4: the memory cut must hold the whole interval (T = 1 ohmic tail)."""
     assert _independent_boson_error("ohmic-T1-strong", 1e-4) <= 1e-4
@@ -116,6 +118,7 @@ def biased_spin_boson_reference():
 
 
 @pytest.mark.parametrize("tolerance", [1e-2, 1e-3])
+@pytest.mark.slow
 def test_guess_meets_tolerance_on_a_spin_boson_model(biased_spin_boson_reference, tolerance):
     system, bath, rho0, ref_times, ref_states = biased_spin_boson_reference
     parameters = _guess(bath, SPIN_BOSON_END_TIME, system, tolerance)

@@ -520,6 +520,7 @@ WRITER = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+@pytest.mark.slow
 def test_killed_pt_tempo_never_leaves_a_complete_looking_file(memory_pt, tmp_path):
     """SIGKILL a streaming PT-TEMPO run: the target keeps its old content (here:
     a valid PT), and the leftover temporary file does not open."""

@@ -186,6 +186,7 @@ def test_xx_chain_against_free_fermions():
             assert abs(sz - (2 * occupation[k] - 1)) < 1e-4
 
 
+@pytest.mark.slow
 def test_open_chain_against_dense_lindblad():
     n, dims = 5, [2] * 5
     chain, hamiltonian = xyz_chain(n, couplings=(1.0, 0.6, 0.4))

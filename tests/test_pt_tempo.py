@@ -181,6 +181,7 @@ def test_pt_tempo_compute_one_call_and_properties():
         )
 
 
+@pytest.mark.slow
 def test_pt_tempo_numpy_and_jax_agree():
     pytest.importorskip("jax")
     system, bath, rho0 = driven_spin_boson()

@@ -106,6 +106,7 @@ COST_CASES = [
 
 
 @pytest.mark.parametrize(("method", "call", "cause"), COST_CASES, ids=[c[0] for c in COST_CASES])
+@pytest.mark.slow
 def test_a_run_that_cannot_finish_is_refused_naming_the_estimate_and_the_cause(method, call, cause):
     with pytest.raises(ValueError) as info:
         call()
@@ -304,6 +305,7 @@ def test_output_paths_stay_inside_the_output_directory(tmp_path):
         spec_run.prepare_spec(spec, str(afile))
 
 
+@pytest.mark.slow
 def test_cli_failures_are_one_line_exit_2_and_write_nothing(tmp_path):
     (tmp_path / "escape.toml").write_text(_spec(**{'name = "gate"': 'name = "../../x"'}))
     (tmp_path / "latin.toml").write_bytes(_spec().replace("up", "up\u00e9").encode("latin-1"))
@@ -315,6 +317,7 @@ def test_cli_failures_are_one_line_exit_2_and_write_nothing(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path.parent / "x.h5").exists()
 
 
+@pytest.mark.slow
 def test_overwrite_with_a_smaller_sweep_removes_the_old_outputs(tmp_path):
     big = "[sweep]\nbath.alpha = [0.1, 0.15, 0.2]\n[parameters]"
     (tmp_path / "s.toml").write_text(_spec(**{"[parameters]": big}))

@@ -59,6 +59,7 @@ def checkpoint_step(checkpoint: str) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_a_killed_build_resumes_to_the_same_process_tensor(tmp_path):
     filename = str(tmp_path / "pt.hdf5")
     checkpoint = filename + ".checkpoint.npz"
@@ -109,6 +110,7 @@ def test_resume_without_a_checkpoint_starts_afresh_and_cleans_up(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["pt.hdf5"]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_another_build_is_refused(tmp_path):
     filename = str(tmp_path / "pt.hdf5")
     bath, parameters, options = model()

@@ -111,6 +111,7 @@ def dask_executor():
 # ---------------------------------------------------------------- results
 
 
+@pytest.mark.slow
 def test_a_dask_sweep_equals_the_serial_run_and_writes_one_results_file(dask_executor, tmp_path):
     path = tmp_path / "decay.h5"
     results = sweep(decay, GRID, dask_executor, results_file=path, progress_type="silent")
@@ -132,6 +133,7 @@ def test_a_dask_sweep_equals_the_serial_run_and_writes_one_results_file(dask_exe
         assert list(handle["grid/gamma"][()]) == [0.1] * 3 + [0.3] * 3
 
 
+@pytest.mark.slow
 def test_one_point_that_raises_loses_none_of_the_others(dask_executor, tmp_path):
     path = tmp_path / "fragile.h5"
     with pytest.warns(UserWarning, match="1 of 6 points failed"):
@@ -179,6 +181,7 @@ def test_a_result_that_is_not_an_array_fails_its_point(tmp_path):
 # ---------------------------------------------------------------- resumption
 
 
+@pytest.mark.slow
 def test_a_resumed_dask_sweep_skips_the_finished_points(dask_executor, tmp_path):
     calls_dir = tmp_path / "calls"
     calls_dir.mkdir()
@@ -243,6 +246,7 @@ def test_a_damaged_results_file_is_named(tmp_path):
 # ---------------------------------------------------------------- executors
 
 
+@pytest.mark.slow
 def test_the_default_process_pool_runs_the_points(tmp_path):
     calls_dir = tmp_path / "calls"
     calls_dir.mkdir()
@@ -256,6 +260,7 @@ def test_the_default_process_pool_runs_the_points(tmp_path):
     assert {name.split("-")[2] for name in names} != {str(os.getpid())}  # other processes
 
 
+@pytest.mark.slow
 def test_a_point_that_kills_its_worker_loses_only_the_points_in_flight():
     with pytest.warns(UserWarning, match="points failed"):
         results = sweep(dies, {"x": list(range(6))}, max_workers=1, progress_type="silent")
@@ -319,6 +324,7 @@ def tiny_process_tensor(calls_dir=None):
     return nm.pt_tempo_compute(bath, 0.0, 0.8, parameters, progress_type="silent")
 
 
+@pytest.mark.slow
 def test_a_cached_process_tensor_is_built_once(tmp_path):
     calls_dir = tmp_path / "calls"
     calls_dir.mkdir()

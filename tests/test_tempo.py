@@ -164,6 +164,7 @@ def test_tempo_compute_guessed_parameters_zero_coupling():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_guess_parameters_are_sensible_and_memory_cut_follows_correlations():
     """Ohmic, exponential cutoff, T = 0: |C(t)| = 2 alpha wc^2 / (1 + wc^2 t^2) exactly.
 

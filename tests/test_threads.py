@@ -69,6 +69,7 @@ def test_a_bad_setting_is_refused(setting):
         config.blas_threads_setting(setting)
 
 
+@pytest.mark.slow
 def test_the_environment_is_read_at_import():
     """A bad value stops the import, before any work; a good one is the setting."""
     code = "import nonmarkov.config as c; print(c.BLAS_THREADS)"

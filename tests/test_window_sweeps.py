@@ -140,6 +140,7 @@ def spin_boson_tempo(epsrel: float, sweep: str) -> tuple[numpy.ndarray, int]:
 
 
 @pytest.mark.parametrize("run", [spin_one_pt_dynamics, spin_boson_tempo])
+@pytest.mark.slow
 def test_the_zip_up_cut_costs_little_accuracy(run):
     reference, _ = run(1e-8, "exact")
     zip_states, zip_bond = run(1e-6, "zip_up")
