@@ -535,6 +535,10 @@ def test_bath_dynamics_accepts_drude_lorentz():
     )
     times, occupation = correlations.occupation(1.0, dw=0.1, progress_type="silent")
     assert len(times) == 6 and np.all(np.isfinite(occupation))
+    # a process tensor made for another reorganisation energy is refused
+    _, other = _spin_boson(nm.DrudeLorentzSD(0.3, 2.0, 0.5))
+    with pytest.raises(ValueError, match="reorganisation_energy"):
+        nm.TwoTimeBathCorrelations(system, other, pt, initial_state=nm.operators.spin_dm("up"))
 
 
 # --------------------------------------------------------------------------
