@@ -24,8 +24,8 @@ until the estimate is within a tolerance:
    - memory cut and truncation: by 1 / (1 - q), q the ratio by which one
      refinement shrinks the error: the largest of 1/2, the ratio observed
      between earlier rungs of the same parameter, and (memory cut) the ratio of
-     the first-order bound on the correlations the cut drops (the bound of
-     :func:`~nonmarkov.guess_tempo_parameters`) at 2 tcut and tcut; q is at most
+     the correlations the cut drops, int_tcut^T (T - tau) |C(tau)| dtau, at 2 tcut
+     and at tcut (the first-order error of a cut); q is at most
      :data:`MAX_RATIO`;
 
    a memory cut as long as the run (full memory) contributes nothing;
@@ -67,7 +67,6 @@ from ..model.parameters import (
     EPSREL_FLOOR,
     GUESS_WARNING_MSG,
     TempoParameters,
-    _memory_cut_error,
     guess_tempo_parameters,
 )
 from ..model.system import BaseSystem
@@ -86,6 +85,8 @@ DT_SAFETY = 1.5
 EPSREL_FACTOR = 10.0
 #: a parameter is refined only if its contribution is above 1/LEADING_FRACTION of the largest
 LEADING_FRACTION = 8.0
+#: sample points of the correlation tail integral of the memory-cut ratio
+_CORRELATION_SAMPLES = 2001
 #: the most levels of one ladder
 DEFAULT_MAX_LEVELS = 6
 
@@ -261,14 +262,25 @@ class Targets:
         return out
 
 
-def _correlation_ratio(bath: Bath, interval: float, tcut: float) -> float:
-    """Ratio of the first-order bound on the dropped correlations at 2 tcut and at tcut
-    (0 when nothing is dropped at 2 tcut)."""
-    taus, bound = _memory_cut_error(bath, interval)
-    at = default_np.interp([tcut, 2.0 * tcut], taus, bound)
-    if at[0] <= 0.0:
+def _dropped_correlations(bath: Bath, interval: float, tcut: float) -> float:
+    """int_tcut^T (T - tau) |C(tau)| dtau, T = ``interval``: to first order, the part
+    of the influence exponent a memory cut at ``tcut`` drops by the end of the run
+    (trapezoid sum on :data:`_CORRELATION_SAMPLES` points)."""
+    if tcut >= interval:
         return 0.0
-    return float(at[1] / at[0])
+    taus = default_np.linspace(tcut, interval, _CORRELATION_SAMPLES)
+    values = default_np.abs(default_np.asarray(bath.correlations.correlation(taus), dtype=complex))
+    integrand = (interval - taus) * values
+    return float(default_np.sum(0.5 * (integrand[1:] + integrand[:-1]) * default_np.diff(taus)))
+
+
+def _correlation_ratio(bath: Bath, interval: float, tcut: float) -> float:
+    """Ratio of the correlations a cut at 2 tcut drops to those a cut at tcut drops
+    (:func:`_dropped_correlations`; 0 when nothing is dropped at tcut)."""
+    at_cut = _dropped_correlations(bath, interval, tcut)
+    if at_cut <= 0.0:
+        return 0.0
+    return _dropped_correlations(bath, interval, 2.0 * tcut) / at_cut
 
 
 class Ladder:
