@@ -23,6 +23,10 @@
 #      (NONMARKOV_JAX_DEVICE=accelerator: 'auto' keeps these batches on the
 #      host; this calibrates the chain side of the rule);
 #   7. (GPU only) the single-precision test again;
+#   7b. the large-bond spin-1 PT (bench_large_bonds.py S1 at epsrel 1e-6),
+#      NumPy against JAX with the planner's choices: on the GPU the window
+#      runs compiled with the copies-aware sketch (on a CPU, on the host);
+#      the same bonds and error against the reference are the check;
 #   8. --full: B3 (PT at epsrel 1e-7, bonds of several hundred) to t = 4,
 #      NumPy with all cores against JAX (the window on the host CPU beyond the
 #      compiled regime, the dynamics as a compiled scan).
@@ -143,6 +147,11 @@ if [ "$gpu" = 1 ]; then
         tests/test_compiled.py -k "single_precision"
 fi
 
+sketch_epsrel=1e-6
+[ "$dry" = 1 ] && sketch_epsrel=1e-4
+run_section sketch 150 "$PYTHON" benchmarks/bench_large_bonds.py --problems S1 \
+    --epsrels "$sketch_epsrel" --reference-epsrel 1e-7 --nm-backends numpy jax --no-oqupy
+
 if [ "$mode" = full ]; then
     bench b3_t4 300 --problems B3 --end-time B3=4 --numpy-blas-threads 0 --no-warm
 fi
@@ -156,6 +165,7 @@ for name in small b3_t4; do
     echo "-- $name"
     sed -n '/^problem/,$p' "$out/$name.log"
 done
+[ -f "$out/sketch.log" ] && { echo "-- large bonds (sketch)"; tail -n 8 "$out/sketch.log"; }
 [ -f "$out/batched.log" ] && { echo "-- batched dynamics"; sed -n '/^time per member/,$p' "$out/batched.log"; }
 [ -f "$out/linalg.log" ] && { echo "-- factorisations"; cat "$out/linalg.log"; }
 [ -f "$out/single.log" ] && echo "single-precision test: $(tail -n 1 "$out/single.log")"

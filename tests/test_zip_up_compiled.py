@@ -3,6 +3,8 @@ the compiled zip-up step against the NumPy kernels through the public API."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy
 import pytest
 
@@ -18,11 +20,20 @@ def stats(**changes) -> planner.WindowStats:
     return planner.WindowStats(**{**base, **changes})
 
 
-def test_the_planner_keeps_the_host_where_the_host_cuts_from_a_sketch():
+def test_the_planner_sketches_on_a_cpu_only_when_asked():
     # bucket 24 with 3 carrier rows and 4 classes: cuts of (72, 96), a sketch on the host
-    plan = planner.next_plan(planner.Plan(), stats(largest_rank=21), EngineOptions(compiled="on"))
-    assert plan.where == planner.HOST and "sketch" in plan.reason
-    assert planner.same_algorithm(20, 3, 4) and not planner.same_algorithm(24, 3, 4)
+    assert planner.plain_cuts(20, 3, 4) and not planner.plain_cuts(24, 3, 4)
+    wide = stats(largest_rank=21, steps_left=10_000, host_seconds=0.01)
+    plan = planner.next_plan(planner.Plan(), wide, EngineOptions())
+    assert plan.where == planner.HOST and "sketch" in plan.reason and plan.sketch == 16
+    plan = planner.next_plan(planner.Plan(), wide, EngineOptions(compiled="on"))
+    assert plan.where == planner.COMPILED and (plan.bond, plan.sketch) == (24, 16)
+    accelerated = dataclasses.replace(wide, accelerator=True, kernel_ready=True)
+    assert planner.next_plan(planner.Plan(), accelerated, EngineOptions()).where == planner.COMPILED
+    # a sketch wider than its bucket: the bucket that holds it, at most the D c rows
+    assert planner.wider(plan, 17, 3, 4).sketch == 32
+    assert planner.wider(plan, 70, 3, 4).sketch == 72
+    assert planner.sketch_bucket(40, 20, 3, 4) == 0  # bucket 20 compiles no sketch
 
 
 def test_the_planner_compiles_only_what_the_steps_left_repay():
@@ -48,9 +59,11 @@ def test_the_planner_chunks_grow_while_the_ranks_hold():
         plan = planner.next_plan(plan, stats(largest_rank=rank, largest_seen=6), options)
         lengths.append(plan.chunk)
     assert lengths == [2, 4, 8, 8, 1, 1]
-    assert planner.grown(plan, 9, 3, 4).bond == 10  # the smallest bucket that holds it
-    assert planner.grown(plan, 9, 3, 4).where == planner.COMPILED
-    assert planner.grown(plan, 21, 3, 4).where == planner.HOST  # bucket 24: a sketch
+    options = EngineOptions()
+    assert planner.grown(plan, 9, 3, 4, options, False).bond == 10  # the smallest that holds it
+    assert planner.grown(plan, 9, 3, 4, options, False).where == planner.COMPILED
+    assert planner.grown(plan, 21, 3, 4, options, False).where == planner.HOST  # 24: a sketch
+    assert planner.grown(plan, 21, 3, 4, options, True).where == planner.COMPILED
 
 
 @pytest.fixture
@@ -130,3 +143,58 @@ def test_a_compilation_ahead_that_fails_is_done_again_in_the_foreground(jax_doub
         reference, _ = run(None)
     assert engine.stats.compiled_steps > 0 and engine.stats.kernels_compiled > 0
     numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)
+
+
+def _near_copies(groups: int, copies: int, classes: int, columns: int, seed: int) -> numpy.ndarray:
+    """A zip-up matrix (groups copies, classes columns): rows in groups of nearly equal
+    copies, singular values falling geometrically."""
+    rng = numpy.random.default_rng(seed)
+    width = classes * columns
+    base = rng.standard_normal((groups, 100)) * 0.8 ** numpy.arange(100)
+    base = base @ rng.standard_normal((100, width))
+    apart = rng.standard_normal((groups, copies, 30)) * 1e-3 * 0.5 ** numpy.arange(30)
+    apart = apart @ rng.standard_normal((30, width))
+    return (base[:, None, :] + apart).reshape(groups * copies, width).astype(complex)
+
+
+@pytest.mark.parametrize(
+    ("epsrel", "sketch", "blocks"),
+    [(1e-4, 16, "one block"), (1e-6, 32, "two blocks"), (1e-6, 16, "too narrow")],
+)
+def test_the_compiled_sketch_is_the_host_sketch(jax_double, epsrel, sketch, blocks):
+    """The compiled zip-up cut of a padded matrix against the host's copies-aware sketch:
+    the same test columns, blocks and growth give the same cut to rounding; a sketch
+    that needs more than its bucket reports the width and cuts with a plain SVD."""
+    import jax
+    import jax.numpy as jnp
+
+    from nonmarkov.engines.jax.cuts import zip_up_cut
+    from nonmarkov.kernels.truncation import sketch_gaussians, sketched_truncated_svd
+
+    groups, copies, classes, columns, bond, growth = 30, 3, 4, 28, 60, 2
+    matrix = _near_copies(groups, copies, classes, columns, seed=1)
+    u, s, vh = sketched_truncated_svd(
+        matrix, epsrel, groups + growth, None, copies, column_classes=classes
+    )
+    padded = numpy.zeros((bond, copies, classes, bond), complex)
+    padded[:groups, :, :, :columns] = matrix.reshape(groups, copies, classes, columns)
+    gaussians = jnp.asarray(sketch_gaussians(classes, bond, 0, 2 * sketch))
+
+    def cut(matrix, gaussians):
+        sizes = jnp.int32(groups), jnp.int32(classes * columns), jnp.int32(growth)
+        return zip_up_cut(matrix, *sizes, copies, bond, epsrel, None, gaussians, None)
+
+    cu, cs, cvh, rank, wider = jax.jit(cut)(
+        jnp.asarray(padded.reshape(bond * copies, -1)), gaussians
+    )
+    assert int(rank) == s.shape[0]
+    assert (int(wider) > sketch) == (blocks == "too narrow")
+    kept = (numpy.asarray(cu) * numpy.asarray(cs)[None, :]) @ numpy.asarray(cvh)
+    kept = kept.reshape(bond, copies, classes, bond)[:groups, :, :, :columns]
+    if blocks == "too narrow":  # the plain SVD's cut: the same rank, no sketch's miss
+        u, s, vh = numpy.linalg.svd(matrix, full_matrices=False)
+        u, s, vh = u[:, : int(rank)], s[: int(rank)], vh[: int(rank)]
+    numpy.testing.assert_allclose(numpy.asarray(cs)[: int(rank)], s, rtol=1e-12, atol=1e-13 * s[0])
+    numpy.testing.assert_allclose(
+        kept.reshape(matrix.shape), (u * s[None, :]) @ vh, atol=1e-12 * s[0], rtol=0
+    )

@@ -15,6 +15,7 @@ range sketch, for matrices whose kept rank is known to be small.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -87,7 +88,12 @@ SKETCH_MIN_SIDE = 64
 
 
 def sketched_truncated_svd(
-    matrix: Any, epsrel: float, expected_rank: int, max_rank: int | None = None, copies: int = 1
+    matrix: Any,
+    epsrel: float,
+    expected_rank: int,
+    max_rank: int | None = None,
+    copies: int = 1,
+    column_classes: int = 1,
 ) -> tuple[Any, Any, Any]:
     """:func:`truncated_svd` of ``matrix`` (m, n) from a randomized range sketch.
 
@@ -108,7 +114,11 @@ def sketched_truncated_svd(
     rows minus their group mean) is sketched, starting at ``expected_rank`` - g
     + :data:`SKETCH_OVERSAMPLING` columns (at least the oversampling).
     Otherwise the sketch starts at ``expected_rank`` +
-    :data:`SKETCH_OVERSAMPLING` columns. Host (NumPy) only.
+    :data:`SKETCH_OVERSAMPLING` columns. The test matrix is the fixed grid of
+    :func:`sketch_gaussians` with the columns read as (``column_classes``,
+    cols / ``column_classes``), class slowest, so that a padded copy of the
+    matrix (more columns per class, zero there) meets the same numbers. Host
+    (NumPy) only; :mod:`nonmarkov.engines.jax.sketch` is its compiled twin.
     Returns u (m, k), s (k,), vh (k, n).
     """
     rows, cols = matrix.shape
@@ -125,11 +135,12 @@ def sketched_truncated_svd(
     else:
         groups, means, residual = 0, matrix[:0], matrix
         width = int(expected_rank) + SKETCH_OVERSAMPLING
-    rng = default_np.random.default_rng(SKETCH_SEED)
+    per_class = cols // column_classes
     basis = matrix[:, :0]  # Q1 (m, w1): orthonormal, orthogonal to the group means
     projected = means  # [Q0 Q1]^H A, (g + w1, n)
     while _sketch_pays(groups + basis.shape[1] + width, rows, cols, copies):
-        block = default_np.linalg.qr(residual @ rng.standard_normal((cols, width)))[0]
+        test = sketch_gaussians(column_classes, per_class, basis.shape[1], width)
+        block = default_np.linalg.qr(residual @ test)[0]
         block = default_np.linalg.qr(residual @ (block.conj().T @ residual).conj().T)[0]
         block = default_np.linalg.qr(_orthogonalise(block, basis, copies))[0]
         part = block.conj().T @ residual
@@ -149,6 +160,43 @@ def sketched_truncated_svd(
         residual = residual - block @ part  # the next block sketches what is still missed
         width = basis.shape[1]
     return truncated_svd(matrix, epsrel, max_rank)
+
+
+def sketch_gaussians(classes: int, columns: int, start: int, width: int) -> Any:
+    """Standard normal numbers G[(p, k), j] (classes * columns, width) for columns
+    j = start .. start + width - 1 of the sketch: each entry a fixed function of
+    (p, k, j) and :data:`SKETCH_SEED` alone (a counter-based generator), so any
+    sub-block is the same numbers whatever the size asked for. Read-only."""
+    grid = _gaussian_grid(classes, _power_of_two(columns), _power_of_two(start + width))
+    return grid[:, :columns, start : start + width].reshape(classes * columns, width)
+
+
+def _power_of_two(size: int) -> int:
+    return 1 << max(int(size) - 1, 0).bit_length()
+
+
+@functools.lru_cache(maxsize=16)
+def _gaussian_grid(classes: int, columns: int, width: int) -> Any:
+    """G[p, k, j] (classes, columns, width): Box-Muller on two splitmix64 hashes of
+    (:data:`SKETCH_SEED`, p, k, j)."""
+    index = default_np.ogrid[:classes, :columns, :width]
+    p, k, j = (axis.astype(default_np.uint64) for axis in index)
+    key = _splitmix(_splitmix(_splitmix(default_np.uint64(SKETCH_SEED) ^ p) ^ k) ^ j)
+    scale = 2.0**-53
+    first = ((key >> default_np.uint64(11)) + default_np.uint64(1)).astype(float) * scale
+    second = (_splitmix(key) >> default_np.uint64(11)).astype(float) * scale
+    grid = default_np.sqrt(-2.0 * default_np.log(first)) * default_np.cos(2.0 * math.pi * second)
+    grid.setflags(write=False)
+    return grid
+
+
+def _splitmix(x: Any) -> Any:
+    """The splitmix64 finaliser of uint64 ``x`` (wrapping arithmetic)."""
+    with default_np.errstate(over="ignore"):
+        x = x + default_np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> default_np.uint64(30))) * default_np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> default_np.uint64(27))) * default_np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> default_np.uint64(31))
 
 
 def _sketch_pays(width: int, rows: int, cols: int, copies: int) -> bool:

@@ -279,7 +279,7 @@ def zip_up_from_oldest(
                 u, s, vh = _cut(matrix, epsrel, max_rank)
             else:
                 u, s, vh = sketched_truncated_svd(
-                    matrix, epsrel, chi_l + growth, max_rank, copies=num_rows
+                    matrix, epsrel, chi_l + growth, max_rank, num_rows, column_classes=dim_p
                 )
         growth = max(0, s.shape[0] - chi_l)
         tail.append(vh.reshape(-1, dim_p, chi_k))

@@ -4,20 +4,21 @@ what the run has seen; and every tuning constant of the JAX engines.
 :func:`next_plan` takes the current :class:`Plan`, the run's
 :class:`WindowStats` and the engine options, and returns the next plan:
 
-- **host or compiled.** The compiled zip-up step (:mod:`.zipup`) is the host's
-  algorithm only while every zip-up cut is a plain SVD on the host, i.e. while
-  the bucket's cut matrices (D c, m D) have a smaller side below
-  :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE` (larger ones the host
-  cuts from a copies-aware sketch); beyond that the steps run on the host.
-  Within it, a kernel is compiled only when the steps left repay it: the time
-  saved per step (a host step less a compiled one, :data:`COMPILED_STEP_SHARE`
-  of it until measured) times the steps left must exceed the compile time
-  (:data:`COMPILE_SECONDS` until one is measured; nothing once the kernel is in
-  this process's cache). The host steps go on while it compiles in the
-  background;
+- **host or compiled.** The compiled zip-up step (:mod:`.zipup`) runs the
+  host's algorithm at every bond: plain cuts where the bucket's cut matrices
+  (D c, m D) have a side below
+  :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE`, the copies-aware sketch
+  (:mod:`.cuts`) beyond. A kernel is compiled only when the steps left repay
+  it: the time saved per step (a host step less a compiled one,
+  :data:`COMPILED_STEP_SHARE` of it until measured) times the steps left must
+  exceed the compile time (:data:`COMPILE_SECONDS` until one is measured;
+  nothing once the kernel is in this process's cache). The host steps go on
+  while it compiles in the background. On a CPU the sketching buckets stay on
+  the host unless ``compiled='on'`` (:data:`SKETCH_ON_CPU`);
 - **the bond bucket** of the compiled step: the smallest of
-  :data:`~.padding.BOND_BUCKETS` that holds the largest rank seen; a step that
-  wants more is redone in the bucket that holds it;
+  :data:`BOND_BUCKETS` that holds the largest rank seen; a step that wants
+  more is redone in the bucket that holds it; likewise the **sketch bucket** W
+  (:func:`sketch_bucket`), the columns a compiled sketch may use;
 - **the chunk**: compiled steps between two fetches of their results; one step
   after the largest rank rose (a redo then costs one step), doubling while it
   holds, up to the ``chunk`` option and :data:`CHUNK_SECONDS` of steps.
@@ -84,6 +85,13 @@ SECONDS_PER_WORK = 1e-9
 #: ... and of a compilation of a chain scan (0.13-0.33 s measured on a CPU).
 SCAN_COMPILE_SECONDS = 0.3
 
+#: Narrowest sketch bucket W (columns of a compiled sketch): the host's first block
+#: is SKETCH_OVERSAMPLING plus the growth of the previous cut, mostly 8-12 columns.
+SKETCH_BUCKET = 16
+#: Whether the compiled step runs sketching buckets on a CPU in ``compiled='auto'``:
+#: no, measured slower than the host there (benchmarks/README.md, "compiled sketch").
+SKETCH_ON_CPU = False
+
 HOST, COMPILED = "host", "compiled"
 
 
@@ -102,6 +110,7 @@ class Plan:
 
     where : ``'host'`` (the NumPy kernels) or ``'compiled'`` (:mod:`.zipup`).
     bond : the bond bucket D of the compiled step.
+    sketch : the sketch bucket W of the compiled step (0: its cuts are all plain).
     chunk : compiled steps per fetch.
     compile : whether the kernel of ``bond`` should be compiled (in the background
         while the host steps go on, or waited for in deterministic mode).
@@ -113,6 +122,7 @@ class Plan:
     chunk: int = 1
     compile: bool = False
     reason: str = "start"
+    sketch: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +139,7 @@ class WindowStats:
     compiled_seconds : measured seconds of a compiled step (0: not measured).
     compile_seconds : measured seconds of a compilation in this process (0: none).
     kernel_ready : whether the kernel of the planned bucket is compiled.
+    accelerator : whether the compiled steps would run on an accelerator.
     """
 
     largest_rank: int
@@ -141,6 +152,7 @@ class WindowStats:
     compiled_seconds: float = 0.0
     compile_seconds: float = 0.0
     kernel_ready: bool = False
+    accelerator: bool = False
 
 
 def chain_bucket(size: int) -> int:
@@ -150,10 +162,21 @@ def chain_bucket(size: int) -> int:
     return max(4, 2 ** math.ceil(math.log2(max(size, 1))))
 
 
-def same_algorithm(bond: int, num_rows: int, dim_m: int) -> bool:
-    """Whether the compiled step of bucket ``bond`` runs the host's algorithm: every
-    zip-up cut (D c, m D) is a plain SVD on the host too."""
+def plain_cuts(bond: int, num_rows: int, dim_m: int) -> bool:
+    """Whether every zip-up cut (D c, m D) of bucket ``bond`` is a plain SVD on the
+    host (a side below :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE`), so
+    that its compiled step needs no sketch."""
     return min(bond * num_rows, bond * dim_m) < SKETCH_MIN_SIDE
+
+
+def sketch_bucket(width: int, bond: int, num_rows: int, dim_m: int) -> int:
+    """The sketch bucket W of bond bucket ``bond`` that holds ``width`` columns: 0
+    where every cut is plain, else the smallest power of two >= max(width,
+    :data:`SKETCH_BUCKET`), at most the D c rows of a cut matrix (a sketch that pays
+    is narrower)."""
+    if plain_cuts(bond, num_rows, dim_m):
+        return 0
+    return min(max(SKETCH_BUCKET, 1 << max(int(width) - 1, 0).bit_length()), bond * num_rows)
 
 
 def next_plan(plan: Plan, stats: WindowStats, options: EngineOptions) -> Plan:
@@ -167,41 +190,54 @@ def next_plan(plan: Plan, stats: WindowStats, options: EngineOptions) -> Plan:
         return Plan(HOST, bond, chunk, False, "compiled='off'")
     if options.window_sweep == "exact":
         return Plan(HOST, bond, chunk, False, "the exact sweep runs on the host")
-    if not same_algorithm(bond, stats.num_rows, stats.dim_m):
-        return Plan(HOST, bond, chunk, False, f"bond {bond}: the host cuts from a sketch")
+    sketch = sketch_bucket(plan.sketch, bond, stats.num_rows, stats.dim_m)
     if options.compiled == "on":
-        return Plan(COMPILED, bond, chunk, not stats.kernel_ready, "compiled='on'")
+        return Plan(COMPILED, bond, chunk, not stats.kernel_ready, "compiled='on'", sketch)
+    if sketch and not (stats.accelerator or SKETCH_ON_CPU):
+        return Plan(HOST, bond, chunk, False, f"bond {bond}: a sketch on a CPU", sketch)
     host = stats.host_seconds
     if options.deterministic or host <= 0.0:
         host = HOST_SITE_SECONDS * max(stats.sites, 1)
     if plan.where == COMPILED:  # stay while a measured compiled step is cheaper
         if stats.compiled_seconds <= host or options.deterministic:
-            return Plan(COMPILED, bond, chunk, not stats.kernel_ready, "compiled")
-        return Plan(HOST, bond, chunk, False, "a compiled step costs more than a host step")
+            return Plan(COMPILED, bond, chunk, not stats.kernel_ready, "compiled", sketch)
+        reason = "a compiled step costs more than a host step"
+        return Plan(HOST, bond, chunk, False, reason, sketch)
     compiled = stats.compiled_seconds or COMPILED_STEP_SHARE * host
     compile_cost = 0.0 if stats.kernel_ready else (stats.compile_seconds or COMPILE_SECONDS)
     saving = stats.steps_left * (host - compiled)
     if saving > PAYBACK * compile_cost:
         where = COMPILED if stats.kernel_ready else HOST
         reason = f"{stats.steps_left} steps save {saving:.2g} s > {PAYBACK:g} x compile"
-        return Plan(where, bond, chunk, not stats.kernel_ready, reason)
+        return Plan(where, bond, chunk, not stats.kernel_ready, reason, sketch)
     reason = (
         f"{stats.steps_left} steps save {max(saving, 0.0):.2g} s <= {PAYBACK:g} x compile "
         f"{compile_cost:.2g} s"
     )
-    return Plan(HOST, bond, chunk, False, reason)
+    return Plan(HOST, bond, chunk, False, reason, sketch)
 
 
-def grown(plan: Plan, wanted: int, num_rows: int, dim_m: int) -> Plan:
+def grown(
+    plan: Plan, wanted: int, num_rows: int, dim_m: int, options: EngineOptions, accelerator: bool
+) -> Plan:
     """The plan after a compiled step wanted a rank ``wanted`` above the plan's bucket:
     the smallest bucket that holds it (headroom was measured to cost more in padded
     steps than it saved in compilations: B1 for 1000 steps 13.5 s with 50 % headroom,
-    against 10.8 s on NumPy), chunks of one step; the host where that bucket is beyond
-    the compiled regime (:func:`same_algorithm`)."""
+    against 10.8 s on NumPy), chunks of one step; the host where that bucket sketches
+    on a CPU (see :func:`next_plan`)."""
     bond = max(plan.bond, bond_bucket(wanted))
-    if not same_algorithm(bond, num_rows, dim_m):
-        return Plan(HOST, bond, 1, False, f"bond {wanted}: the host cuts from a sketch")
-    return Plan(COMPILED, bond, 1, True, f"rank {wanted} outgrew bucket {plan.bond}")
+    sketch = sketch_bucket(plan.sketch, bond, num_rows, dim_m)
+    if sketch and not (accelerator or SKETCH_ON_CPU or options.compiled == "on"):
+        return Plan(HOST, bond, 1, False, f"bond {wanted}: a sketch on a CPU", sketch)
+    return Plan(COMPILED, bond, 1, True, f"rank {wanted} outgrew bucket {plan.bond}", sketch)
+
+
+def wider(plan: Plan, width: int, num_rows: int, dim_m: int) -> Plan:
+    """The plan after a compiled step wanted a sketch of ``width`` columns, beyond
+    the plan's sketch bucket: the bucket that holds it, chunks of one step."""
+    sketch = sketch_bucket(width, plan.bond, num_rows, dim_m)
+    reason = f"a sketch of {width} columns outgrew bucket {plan.sketch}"
+    return Plan(COMPILED, plan.bond, 1, True, reason, sketch)
 
 
 def scan_pays(steps: int, work: float, ready: bool, options: EngineOptions) -> tuple[bool, str]:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as default_np
 
 from ...backends.numerical_backend import numpy_in_this_thread
+from ...kernels.truncation import sketch_gaussians
 from ...options import EngineOptions
 from ..base import LastArguments, WindowSpec
 from ..host import HostWindowEngine
@@ -85,6 +86,7 @@ class JaxWindowEngine:
         self._final_bond = 1
         self._device: Any = None
         self._constants: dict[str, Any] = {}
+        self._gaussians: dict[tuple[int, int], Any] = {}
         self._put_leaving = LastArguments(self._put)
         self._put_pair = LastArguments(lambda a, b: (self._put(a), self._put(b)))
         #: compilations in the background: key -> (future, start time)
@@ -148,15 +150,29 @@ class JaxWindowEngine:
             compiled_seconds=self._compiled_seconds,
             compile_seconds=_COMPILE_SECONDS[-1] if _COMPILE_SECONDS else 0.0,
             kernel_ready=self._kernel_ready(self.plan.bond, 1, wait=False),
+            accelerator=self._accelerator(self.plan.bond),
         )
         self._largest_seen = max(self._largest_seen, largest)
         self._set_plan(planner.next_plan(self.plan, stats, self._options))
         if self.plan.compile:
             self._compile(self.plan.bond, min(self.plan.chunk, steps_left))
 
+    def _accelerator(self, bond: int) -> bool:
+        return self._place(bond).platform != "cpu"
+
+    def _grown(self, wanted: int) -> planner.Plan:
+        accelerator = self._accelerator(bond_bucket(wanted))
+        return planner.grown(
+            self.plan, wanted, self._num_rows, self._dim_m, self._options, accelerator
+        )
+
     def _set_plan(self, plan: planner.Plan) -> None:
         """Follow ``plan``, recording it when it changes where or at which bucket."""
-        if (plan.where, plan.bond) != (self.plan.where, self.plan.bond):
+        if (plan.where, plan.bond, plan.sketch) != (
+            self.plan.where,
+            self.plan.bond,
+            self.plan.sketch,
+        ):
             self.stats.decisions.append((self._steps, plan.where, plan.bond, plan.reason))
         self.plan = plan
 
@@ -176,7 +192,8 @@ class JaxWindowEngine:
         return have if have >= need else bond_bucket(2 * need)
 
     def _key(self, bond: int, size: int) -> tuple[Any, ...]:
-        """The kernel of bucket ``bond`` for a chunk of ``size`` steps from now."""
+        """The kernel of bucket ``bond`` (and the plan's sketch bucket) for a chunk of
+        ``size`` steps from now."""
         device = self._place(bond)
         return (
             self._memory,
@@ -190,6 +207,7 @@ class JaxWindowEngine:
             self._num_rows,
             bond,
             self._capacity(size),
+            self.plan.sketch,
         )
 
     def _place(self, bond: int) -> Any:
@@ -207,7 +225,7 @@ class JaxWindowEngine:
             if future.cancel():
                 del self._pending[other]
         jax = self._jax
-        memory, max_rank, oldest, svd, device, _, x, m, c, bond, capacity = key
+        memory, max_rank, oldest, svd, device, _, x, m, c, bond, capacity, sketch = key
         kernel = zipup.compiled_step(memory, max_rank, oldest, device.platform, svd)
         sharding = placement.sharding(device)
 
@@ -224,6 +242,8 @@ class JaxWindowEngine:
         }
         if memory >= 2:
             constants["leaving"] = like((c, m), self._dtype)
+        if sketch:
+            constants["gaussians"] = like((m * bond, 2 * sketch), self._real)
         args = (
             like((x, bond), self._dtype),
             like((capacity, bond, m, bond), self._dtype),
@@ -310,6 +330,7 @@ class JaxWindowEngine:
         self.stats.device = str(device)
         self._put_leaving = LastArguments(self._put)
         self._put_pair = LastArguments(lambda a, b: (self._put(a), self._put(b)))
+        self._gaussians = {}
         self._constants = {
             "projector": self._put(self._spec.projector),
             "first": self._put(self._spec.first),
@@ -376,7 +397,7 @@ class JaxWindowEngine:
             else:
                 used = bond
             if used != bond:  # the window's bonds need a larger bucket
-                self._set_plan(planner.grown(self.plan, used, self._num_rows, self._dim_m))
+                self._set_plan(self._grown(used))
                 if self.plan.where == planner.HOST:
                     self._to_host()
                     return [], []
@@ -390,35 +411,48 @@ class JaxWindowEngine:
             results = []
             count = self._count
             for k, (between, second) in enumerate(pairs[:size]):
-                constants = self._constants
+                constants = self._step_constants(bond)
                 rows = self._spec.leaving(self._steps + k + 1)
                 if rows is not None:
                     constants = {**constants, "leaving": self._put_leaving(rows)}
-                front, sites, count_device, log_scale, output, wanted, largest = kernel(
+                *state, output, wanted, largest, wider = kernel(
                     *state, *self._put_pair(between, second), constants
                 )
-                state = (front, sites, count_device, log_scale)
-                results.append((output, wanted, largest))
+                results.append((output, wanted, largest, wider))
                 count = self._next_count(count)
-            outputs, wanted, largest = self._jax.device_get(
-                ([r[0] for r in results], [r[1] for r in results], [r[2] for r in results])
-            )
+            outputs, wanted, largest, wider = self._jax.device_get(tuple(zip(*results)))
             self.stats.fetches += 1
             most = max(int(value) for value in wanted)
-            if most <= bond:
+            widest = max(int(value) for value in wider)
+            if most <= bond and widest == 0:
                 break
             self.stats.redos += 1
-            self._set_plan(planner.grown(self.plan, most, self._num_rows, self._dim_m))
-            self._largest_seen = max(self._largest_seen, most)
+            if most > bond:
+                self._set_plan(self._grown(most))
+                self._largest_seen = max(self._largest_seen, most)
+            else:
+                self._set_plan(planner.wider(self.plan, widest, self._num_rows, self._dim_m))
             if self.plan.where == planner.HOST:
                 return [], []
         if size >= planner.MEASURED_CHUNK:
             self._compiled_seconds = (time.perf_counter() - start) / size
-        self._state = state
+        self._state = tuple(state)
         self._count = count
         self._steps += size
         self.stats.compiled_steps += size
         return list(outputs), [int(value) for value in largest]
+
+    def _step_constants(self, bond: int) -> dict[str, Any]:
+        """The constants of a step of bucket ``bond``, with the test columns of the
+        plan's sketch bucket where it sketches."""
+        width = self.plan.sketch
+        if not width:
+            return self._constants
+        key = (bond, width)
+        if key not in self._gaussians:
+            grid = sketch_gaussians(self._dim_m, bond, 0, 2 * width)
+            self._gaussians = {key: self._put(grid, self._real)}
+        return {**self._constants, "gaussians": self._gaussians[key]}
 
     def _next_count(self, count: int) -> int:
         if self._memory and count + 1 >= self._memory:

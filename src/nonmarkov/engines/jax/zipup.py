@@ -7,21 +7,20 @@ the newest point) and the older sites ``S[L, D, m, D]`` (capacity L; the first
 ranks. A step is two scans over the L sites:
 
 1. the zip-up, oldest site first: each site times its lag matrix and the carry
-   from the older sites, ``T[(l, c), (p, k)]``, cut by a truncated SVD
-   (:func:`cut`: the rank rule of :func:`~nonmarkov.kernels.truncation.rank_rule`
-   traced, singular values beyond the rank masked to zero); ``vh`` becomes the
-   site, ``u s`` the carry to the next newer site; a traced oldest site becomes
-   the first carry;
+   from the older sites, ``T[(l, c), (p, k)]``, cut as the host cuts it
+   (:func:`.cuts.zip_up_cut`: a plain truncated SVD, or the copies-aware sketch
+   where the real matrix is large); ``vh`` becomes the site, ``u s`` the carry
+   to the next newer site; a traced oldest site becomes the first carry;
 2. the cut of that state from the new point to the oldest site at its exact
    Schmidt values, leaving the window left-orthonormal with the norm in the
    oldest site (split off right-orthonormal for ``oldest='finalize'``).
 
 Sites beyond ``count`` skip their work (``lax.switch``), so a growing window
-compiles nothing new. A rank above D is reported (``wanted``) and the caller
-redoes the step with a larger bucket. Every cut is a plain SVD, so this is the
-host's algorithm wherever the host's cut is one (matrices whose smaller side is
-below :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE`); the planner
-(:mod:`.planner`) runs it only there. Requires JAX.
+compiles nothing new. A rank above D, or a sketch wider than its bucket W, is
+reported and the caller redoes the step with a larger bucket. Buckets whose
+cut matrices all have a side below
+:data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE` compile no sketch.
+Requires JAX.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ...kernels.truncation import rank_rule
 from . import compiler
+from .cuts import cut, zip_up_cut
 from .padding import _extent, _svd_algorithm
 
 #: the site kernels of a step, by name (``lax.switch`` branches pick among them)
@@ -42,37 +41,6 @@ def _jax() -> tuple[Any, Any]:
     from jax import lax
 
     return jnp, lax
-
-
-def cut(matrix: Any, keep: int, epsrel: Any, max_rank: int | None, svd: Any) -> tuple[Any, ...]:
-    """Truncated SVD of a padded ``matrix`` (R, C) whose padding rows and columns are
-    exact zeros: ``u`` (R, keep), ``s`` (keep,), ``vh`` (keep, C) and the kept rank
-    (int32; it may exceed ``keep``, which the caller reports).
-
-    Everything beyond the rank is zero, and so are the rows of ``u`` and the
-    columns of ``vh`` where ``matrix`` is zero (the SVD leaves rounding noise there,
-    which multiplied through the window would become slow subnormal numbers).
-    ``keep`` may exceed min(R, C): the result is padded with zeros.
-    """
-    jnp, lax = _jax()
-    u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=svd)
-    rank = rank_rule(s, epsrel, max_rank, jnp)
-    width = s.shape[0]
-    kept = jnp.arange(width) < rank
-    rows = jnp.any(matrix != 0.0, axis=1).astype(matrix.dtype)
-    columns = jnp.any(matrix != 0.0, axis=0).astype(matrix.dtype)
-    s = jnp.where(kept, s, 0.0)
-    u = u * kept.astype(u.dtype)[None, :] * rows[:, None]
-    vh = vh * kept.astype(vh.dtype)[:, None] * columns[None, :]
-    if width >= keep:
-        return u[:, :keep], s[:keep], vh[:keep], rank
-    extra = keep - width
-    return (
-        jnp.pad(u, ((0, 0), (0, extra))),
-        jnp.pad(s, (0, extra)),
-        jnp.pad(vh, ((0, extra), (0, 0))),
-        rank,
-    )
 
 
 def couple(carry: Any, site: Any, lag: Any) -> Any:
@@ -141,12 +109,16 @@ def step(
     ``constants``: projector (x, m), first (x, m) (the lag-1 row of x times its
     own factor), carrier (x, c) one-hot row of x, lags (L, c, m) for lags
     2..L+1, out_map (x, x), epsrel (), and for ``memory`` >= 2 leaving (c, m),
-    the coupling to the point that leaves the window. ``memory``: dkmax, 0 for
-    no cut. ``oldest``: ``'trace'`` (TEMPO) or ``'finalize'`` (PT-TEMPO).
+    the coupling to the point that leaves the window, and for buckets that
+    sketch, gaussians (m D, 2 W) real (the sketch's test columns over the padded
+    columns (p, k), :func:`~nonmarkov.kernels.truncation.sketch_gaussians`).
+    ``memory``: dkmax, 0 for no cut. ``oldest``: ``'trace'`` (TEMPO) or
+    ``'finalize'`` (PT-TEMPO).
 
     Returns front, sites, count, log_scale, the output, the largest rank any
-    cut wanted (int32; above D means the step must be redone larger) and the
-    largest bond of the new window (int32). The output is the read-out (x,)
+    cut wanted (int32; above D means the step must be redone larger), the
+    largest bond of the new window (int32) and the widest sketch a cut wanted
+    beyond W (int32; 0 when every sketch fitted). The output is the read-out (x,)
     for ``'trace'``; for ``'finalize'`` (the split-off site (D, m, D), its rank
     (0 when nothing was split off), the log-scale before the step).
     """
@@ -165,24 +137,49 @@ def step(
     if memory >= 2:  # the oldest position of a full window couples to the leaving point
         lags = lags.at[memory - 2].set(constants["leaving"])
 
-    def skip(carry: Any, site: Any, lag: Any) -> tuple[Any, Any, Any]:
-        return carry, jnp.zeros_like(site), jnp.int32(0)
+    gaussians = constants.get("gaussians")
 
-    def trace_site(carry: Any, site: Any, lag: Any) -> tuple[Any, Any, Any]:
-        return traced(site, lag), jnp.zeros_like(site), jnp.int32(0)
+    def skip(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
+        return carry, jnp.zeros_like(site), jnp.int32(0), jnp.int32(0)
 
-    def cut_site(carry: Any, site: Any, lag: Any) -> tuple[Any, Any, Any]:
-        u, s, vh, rank = cut(couple(carry, site, lag), bond, epsrel, max_rank, svd)
-        return u * s[None, :].astype(dtype), vh.reshape(bond, dim_m, bond), rank
+    def trace_site(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
+        first = (traced(site, lag), jnp.int32(1), carry[2])
+        return first, jnp.zeros_like(site), jnp.int32(0), jnp.int32(0)
 
-    def zip_up(carry: Any, inputs: tuple[Any, Any, Any]) -> tuple[Any, tuple[Any, Any]]:
+    def cut_site(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
+        previous, width, growth = carry
+        groups = _extent(site, 0)
+        width = jnp.where(width > 0, width, _extent(site, 2))  # 0: the identity carry
+        u, s, vh, rank, wider = zip_up_cut(
+            couple(previous, site, lag),
+            groups,
+            dim_m * width,
+            growth,
+            rows,
+            bond,
+            epsrel,
+            max_rank,
+            gaussians,
+            svd,
+        )
+        carry = (u * s[None, :].astype(dtype), rank, jnp.maximum(rank - groups, 0))
+        return carry, vh.reshape(bond, dim_m, bond), rank, wider
+
+    def zip_up(
+        carry: tuple[Any, ...], inputs: tuple[Any, Any, Any]
+    ) -> tuple[tuple[Any, ...], tuple[Any, Any, Any]]:
         j, site, lag = inputs
         branch = jnp.where(j >= count, SKIP, jnp.where((j == count - 1) & trace_full, TRACE, CUT))
-        carry, new_site, rank = lax.switch(branch, [skip, trace_site, cut_site], carry, site, lag)
-        return carry, (new_site, rank)
+        carry, new_site, rank, wider = lax.switch(
+            branch, [skip, trace_site, cut_site], carry, site, lag
+        )
+        return carry, (new_site, rank, wider)
 
     identity = jnp.repeat(jnp.eye(bond, dtype=dtype), rows, axis=0)  # C[(r, c), k] = delta_rk
-    carry, (tail, zip_ranks) = lax.scan(zip_up, identity, (positions, sites, lags), reverse=True)
+    start = (identity, jnp.int32(0), jnp.int32(0))
+    (carry, _, _), (tail, zip_ranks, wider) = lax.scan(
+        zip_up, start, (positions, sites, lags), reverse=True
+    )
 
     # the new point and the old front: (x, m, D), cut x | (m, k)
     theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
@@ -260,11 +257,11 @@ def step(
     if oldest == "finalize":
         final_rank = jnp.where(finalize_full, split_rank, 0)
         output = (final_site, final_rank, log_before)
-        return front_u, new_sites, new_count, log_scale, output, wanted, largest
+        return front_u, new_sites, new_count, log_scale, output, wanted, largest, jnp.max(wider)
     vector, log_rest = read_out(front_u, new_sites, new_count)
     state = vector * jnp.exp(log_scale + log_rest).astype(dtype)
     readout = constants["out_map"] @ (second @ state)
-    return front_u, new_sites, new_count, log_scale, readout, wanted, largest
+    return front_u, new_sites, new_count, log_scale, readout, wanted, largest, jnp.max(wider)
 
 
 @functools.cache
