@@ -86,7 +86,7 @@ EPSREL_FACTOR = 10.0
 #: a parameter is refined only if its contribution is above 1/LEADING_FRACTION of the largest
 LEADING_FRACTION = 8.0
 #: sample points of the correlation tail integral of the memory-cut ratio
-_CORRELATION_SAMPLES = 2001
+_CORRELATION_SAMPLES = 101
 #: the most levels of one ladder
 DEFAULT_MAX_LEVELS = 6
 
