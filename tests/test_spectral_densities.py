@@ -310,6 +310,7 @@ def test_tempo_independent_boson_underdamped():
         (lambda: nm.DrudeLorentzSD(0.1, 0.0, 1.0), "cutoff"),
         (lambda: nm.DrudeLorentzSD(0.1, 1.0, 0.0), "temperature > 0"),
         (lambda: nm.DrudeLorentzSD(0.1, 1.0, -1.0), "temperature"),
+        (lambda: nm.DrudeLorentzSD(0.1, 1.0, 1e-8), "temperature=1e-08 is too low"),
         (lambda: nm.UnderdampedSD(0.1, 1.0, 2.0, 1.0), "damping < 2 \\* frequency"),
         (lambda: nm.UnderdampedSD(0.1, -1.0, 0.5, 1.0), "frequency"),
         (lambda: nm.UnderdampedSD(0.1, 1.0, 0.0, 1.0), "damping"),

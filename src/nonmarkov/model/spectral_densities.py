@@ -37,6 +37,8 @@ from .correlations import BaseCorrelations, CustomSD, weight_segments
 
 #: Matsubara terms summed one by one; the rest by Euler-Maclaurin
 _MIN_MATSUBARA_TERMS = 2000
+#: at most this many (beyond every pole of J, which needs T >~ 6e-7 times the poles' size)
+_MAX_MATSUBARA_TERMS = 1_000_000
 #: Taylor order of (1 - e^-x) / x and (1 - (1 + x) e^-x) / x^2 for |x| < 1/2
 _SERIES_TERMS = 20
 _SERIES_RADIUS = 0.5
@@ -74,10 +76,14 @@ def _phi_psi(x: Any) -> tuple[default_np.ndarray, default_np.ndarray]:
     phi = (1.0 - decay) / xl
     psi = (phi - decay) / xl
     if default_np.any(small):
-        n = default_np.arange(_SERIES_TERMS)
-        powers = (-x[small])[..., None] ** n
-        phi[small] = default_np.sum(powers / _FACTORIALS[n + 1], axis=-1)
-        psi[small] = default_np.sum(powers / (_FACTORIALS[n] * (n + 2)), axis=-1)
+        minus_x = -x[small]
+        phi_series = default_np.zeros_like(minus_x)
+        psi_series = default_np.zeros_like(minus_x)
+        for n in range(_SERIES_TERMS - 1, -1, -1):  # Horner: sum_n (-x)^n c_n
+            phi_series = phi_series * minus_x + 1.0 / _FACTORIALS[n + 1]
+            psi_series = psi_series * minus_x + 1.0 / (_FACTORIALS[n] * (n + 2))
+        phi[small] = phi_series
+        psi[small] = psi_series
     return phi, psi
 
 
@@ -147,7 +153,15 @@ class ExponentialSD(CustomSD):
         self._amplitudes = default_np.array(amplitudes, dtype=complex)
         self._nu_1 = 2.0 * math.pi * self.temperature
         largest = max(float(default_np.max(default_np.abs(self._rates))), frequency_scale)
-        self._num_terms = max(_MIN_MATSUBARA_TERMS, int(math.ceil(4.0 * largest / self._nu_1)))
+        terms = 4.0 * largest / self._nu_1
+        if terms > _MAX_MATSUBARA_TERMS:
+            raise ValueError(
+                f"temperature={self.temperature} is too low for this bath (below "
+                f"{4.0 * largest / (2.0 * math.pi * _MAX_MATSUBARA_TERMS):.3g}, where the "
+                f"Matsubara series needs more than {_MAX_MATSUBARA_TERMS} terms); use a "
+                "higher temperature (far below the system's energies is enough)"
+            )
+        self._num_terms = max(_MIN_MATSUBARA_TERMS, int(math.ceil(terms)))
         #: (k, coefficient, rate, delta) of a Matsubara term summed with a resonant one
         self._pair: tuple[int, float, float, float] | None = None
 
