@@ -32,7 +32,9 @@ def numerical_correlation(j_function, temperature: float, tau: float) -> complex
     Fourier integrals (tau > 0)."""
 
     def real_part(w):
-        return j_function(w) / math.tanh(w / (2.0 * temperature)) if w > 0 else 0.0
+        if w <= 0:
+            return 0.0
+        return j_function(w) / (math.tanh(w / (2.0 * temperature)) if temperature else 1.0)
 
     kwargs = {"weight": "cos", "wvar": tau, "epsabs": 1e-14, "limlst": 200}
     real = scipy.integrate.quad(real_part, 0.0, np.inf, **kwargs)[0]
@@ -48,7 +50,7 @@ def numerical_g_p(j_function, temperature: float, t: float, split: float) -> com
     only as 1/w for Drude-Lorentz)."""
 
     def coth(w):
-        return 1.0 / math.tanh(w / (2.0 * temperature))
+        return 1.0 / math.tanh(w / (2.0 * temperature)) if temperature else 1.0
 
     def g_near(w):
         return j_function(w) * coth(w) * 2.0 * math.sin(0.5 * w * t) ** 2 / w**2
@@ -120,6 +122,46 @@ def test_drude_lorentz_correlation_matches_integral_of_j(lam, gamma, temperature
     assert reorganisation == pytest.approx(lam, rel=1e-10)
     assert sd.correlation(1e-12).imag == pytest.approx(-lam * gamma, rel=1e-10)
     assert math.isinf(sd.correlation(0.0).real)  # J ~ 1/w: Re C(0) diverges
+
+
+@pytest.mark.parametrize(
+    "sd, cold, j",
+    [
+        (nm.DrudeLorentzSD(0.3, 1.0), nm.DrudeLorentzSD(0.3, 1.0, 1e-4), drude_lorentz_j(0.3, 1.0)),
+        (
+            nm.UnderdampedSD(0.2, 1.0, 0.3),
+            nm.UnderdampedSD(0.2, 1.0, 0.3, 1e-4),
+            underdamped_j(0.2, 1.0, 0.3),
+        ),
+    ],
+    ids=["drude-lorentz", "underdamped"],
+)
+def test_zero_temperature(sd, cold, j):
+    """T = 0: the Matsubara series becomes an integral over nu (a principal value for
+    Drude-Lorentz, whose pole is on the imaginary axis); C and Phi = G - i P against
+    direct integration of J, and the limit T -> 0 of the series."""
+    assert sd.temperature == 0.0
+    for tau in TIMES[1:]:
+        expected = numerical_correlation(j, 0.0, tau)
+        assert abs(sd.correlation(tau) - expected) <= 1e-11 * abs(expected)
+    for t in (0.1, 1.0):
+        expected = numerical_g_p(j, 0.0, t, 50.0)
+        assert sd.eta_function(t) == pytest.approx(expected, rel=1e-10)
+    for lag in (1, 5):
+        value, limit = (
+            sd.correlation_2d_integral(0.1, 0.1 * lag),
+            cold.correlation_2d_integral(0.1, 0.1 * lag),
+        )
+        assert abs(value - limit) <= 1e-7 * abs(limit)  # (T / gamma)^2 = 1e-8
+
+
+def test_tempo_independent_boson_drude_lorentz_zero_temperature():
+    lam, gamma = 0.5, 2.0
+    states, exact = _independent_boson_run(
+        nm.DrudeLorentzSD(lam, gamma), drude_lorentz_j(lam, gamma), 0.0, split=50.0 * gamma, steps=8
+    )
+    assert abs(exact[-1, 0, 1]) < 0.9 * abs(exact[0, 0, 1])
+    np.testing.assert_allclose(states, exact, rtol=0, atol=1e-7)
 
 
 def test_drude_lorentz_equals_qutip_bath():
@@ -308,13 +350,11 @@ def test_tempo_independent_boson_underdamped():
     [
         (lambda: nm.DrudeLorentzSD(-0.1, 1.0, 1.0), "reorganisation_energy"),
         (lambda: nm.DrudeLorentzSD(0.1, 0.0, 1.0), "cutoff"),
-        (lambda: nm.DrudeLorentzSD(0.1, 1.0, 0.0), "temperature > 0"),
         (lambda: nm.DrudeLorentzSD(0.1, 1.0, -1.0), "temperature"),
         (lambda: nm.DrudeLorentzSD(0.1, 1.0, 1e-8), "temperature=1e-08 is too low"),
         (lambda: nm.UnderdampedSD(0.1, 1.0, 2.0, 1.0), "damping < 2 \\* frequency"),
         (lambda: nm.UnderdampedSD(0.1, -1.0, 0.5, 1.0), "frequency"),
         (lambda: nm.UnderdampedSD(0.1, 1.0, 0.0, 1.0), "damping"),
-        (lambda: nm.UnderdampedSD(0.1, 1.0, 0.5, 0.0), "temperature > 0"),
     ],
 )
 def test_bad_parameters(make, message):
@@ -615,13 +655,13 @@ def test_specs_name_each_spectral_density(tmp_path):
     [
         ('spectral_density = "lorentzian"', "spectral_density: 'lorentzian' is not allowed"),
         (
-            'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ncutoff = 2.0',
-            "bath.temperature is missing",
+            'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ntemperature = 1',
+            "bath.cutoff is missing",
         ),
         (
             'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ncutoff = 2.0\n'
-            "temperature = 0.0",
-            "bath.temperature: DrudeLorentzSD needs temperature > 0",
+            "temperature = 1e-9",
+            "bath.temperature: temperature=1e-09 is too low",
         ),
         (
             'spectral_density = "drude_lorentz"\nreorganisation_energy = 0.2\ncutoff = 2.0\n'

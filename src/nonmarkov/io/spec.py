@@ -531,7 +531,7 @@ def _named_bath(table: dict, where: str, kind: str, coupling: default_np.ndarray
     """A bath with a Drude-Lorentz, underdamped or tabulated spectral density, checked
     by building it (a tabulated one reads its file)."""
     allowed = SPECTRAL_DENSITY_KEYS[kind]
-    required = ("file",) if kind == "tabulated" else allowed
+    required = ("file",) if kind == "tabulated" else allowed[:-1]  # not temperature
     for key in required:
         if key not in table:
             raise SpecError(

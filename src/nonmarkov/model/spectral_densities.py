@@ -129,7 +129,10 @@ class ExponentialSD(CustomSD):
         C(tau) = sum_p c_p exp(-z_p tau) + sum_{k >= 1} a(nu_k) exp(-nu_k tau),
 
     z_p = i w_p, c_p = -i pi Res_p J (coth(w_p / 2T) + 1), nu_k = 2 pi k T, and
-    C(-tau) = C(tau)^*. Needs T > 0.
+    C(-tau) = C(tau)^*. At T = 0 the series becomes the integral int_0^inf b(nu)
+    e^{-nu tau} dnu, b(nu) = -i J(-i nu) (the integral of J(w) e^{-i w tau} turned onto
+    the negative imaginary axis), and c_p = -2 pi i Res_p for Re w_p > 0, -i pi Res_p on
+    the axis (the principal value of the integral takes the other half), 0 for Re w_p < 0.
     """
 
     def __init__(
@@ -140,18 +143,26 @@ class ExponentialSD(CustomSD):
         description: str | None = None,
     ):
         BaseCorrelations.__init__(self, name, description)
-        self.temperature = check.positive_number(temperature, "temperature")
+        self.temperature = check.non_negative_number(temperature, "temperature")
         self._frequency_scale = float(frequency_scale)
         self._upper_limit = math.inf
         self.j_function = self.spectral_density
         rates, amplitudes = [], []
         for pole, residue in self._poles():
             rates.append(1j * pole)
-            coth = 1.0 / complex(default_np.tanh(pole / (2.0 * self.temperature)))
+            if self.temperature > 0.0:
+                coth = 1.0 / complex(default_np.tanh(pole / (2.0 * self.temperature)))
+            else:  # coth(w / 2T) -> sign(Re w); 0 on the imaginary axis
+                coth = float(default_np.sign(round(pole.real / abs(pole), 14)))
             amplitudes.append(-1j * math.pi * residue * (coth + 1.0))
         self._rates = default_np.array(rates, dtype=complex)
         self._amplitudes = default_np.array(amplitudes, dtype=complex)
         self._nu_1 = 2.0 * math.pi * self.temperature
+        #: (k, coefficient, rate, delta) of a Matsubara term summed with a resonant one
+        self._pair: tuple[int, float, float, float] | None = None
+        self._num_terms = 0
+        if self.temperature == 0.0:
+            return
         largest = max(float(default_np.max(default_np.abs(self._rates))), frequency_scale)
         terms = 4.0 * largest / self._nu_1
         if terms > _MAX_MATSUBARA_TERMS:
@@ -162,8 +173,6 @@ class ExponentialSD(CustomSD):
                 "higher temperature (far below the system's energies is enough)"
             )
         self._num_terms = max(_MIN_MATSUBARA_TERMS, int(math.ceil(terms)))
-        #: (k, coefficient, rate, delta) of a Matsubara term summed with a resonant one
-        self._pair: tuple[int, float, float, float] | None = None
 
     # --- what a subclass provides -------------------------------------------------
     def _j_values(self, omega: default_np.ndarray) -> default_np.ndarray:
@@ -174,9 +183,22 @@ class ExponentialSD(CustomSD):
         """(w_p, residue of J at w_p) for the poles of J with Im w_p < 0."""
         raise NotImplementedError
 
-    def _matsubara_amplitude(self, nu: Any) -> Any:
-        """a(nu) = -2 pi i T J(-i nu) (real) for an array of nu > 0."""
+    def _axis_density(self, nu: Any) -> Any:
+        """b(nu) = -i J(-i nu) (real) for an array of nu > 0."""
         raise NotImplementedError
+
+    def _matsubara_amplitude(self, nu: Any) -> Any:
+        """a(nu) = -2 pi i T J(-i nu) = nu_1 b(nu) (real) for an array of nu > 0."""
+        return self._nu_1 * self._axis_density(nu)
+
+    def _axis_integral(self, transform) -> float:
+        """int_0^inf b(nu) F(nu) dnu (T = 0; b without poles on nu > 0)."""
+
+        def integrand(nu: float) -> float:
+            point = default_np.array([nu])
+            return float(default_np.real(self._axis_density(point) * transform(point))[0])
+
+        return self._quad(integrand, 1e-13, 500)
 
     # --- the spectral density ------------------------------------------------------
     def spectral_density(self, omega: Any) -> Any:
@@ -212,7 +234,10 @@ class ExponentialSD(CustomSD):
     def _matsubara_sum(self, transform) -> complex:
         """sum_{k >= 1} a(nu_k) F(nu_k) for ``transform`` F (array of nu -> array): the
         first M terms one by one, the rest as int_{M + 1/2}^inf f(k) dk + f'(M + 1/2) / 24
-        (Euler-Maclaurin, f(k) = a(k nu_1) F(k nu_1) smooth in k beyond M)."""
+        (Euler-Maclaurin, f(k) = a(k nu_1) F(k nu_1) smooth in k beyond M); at T = 0 the
+        integral int_0^inf b(nu) F(nu) dnu it tends to (F real)."""
+        if self.temperature == 0.0:
+            return complex(self._axis_integral(transform))
         nu_1 = self._nu_1
         count = self._num_terms
         k = default_np.arange(1, count + 1, dtype=float)
@@ -392,15 +417,17 @@ class DrudeLorentzSD(ExponentialSD):
     ----------
     reorganisation_energy : lambda >= 0 (energy).
     cutoff : gamma > 0 (frequency: the correlation decays at rate gamma).
-    temperature : T > 0 (energy, k_B = 1); the Drude-Lorentz correlation has no
-        T = 0 limit as a finite sum (use a T far below the system's energies).
+    temperature : T >= 0 (energy, k_B = 1). At T = 0 the Matsubara series is the
+        integral (2 lambda gamma / pi) PV int_0^inf nu e^{-nu tau} / (nu^2 - gamma^2) dnu
+        and the resonant term -i lambda gamma e^{-gamma tau}; the discretised influence
+        then takes a quadrature over nu per value (slower than at T > 0).
     """
 
     def __init__(
         self,
         reorganisation_energy: float,
         cutoff: float,
-        temperature: float,
+        temperature: float = 0.0,
         name: str | None = None,
         description: str | None = None,
     ):
@@ -408,10 +435,9 @@ class DrudeLorentzSD(ExponentialSD):
             reorganisation_energy, "reorganisation_energy"
         )
         self.cutoff = check.positive_number(cutoff, "cutoff")
-        _positive_temperature(temperature, "DrudeLorentzSD")
         super().__init__(temperature, self.cutoff, name, description)
         gamma, lam, temp = self.cutoff, self.reorganisation_energy, self.temperature
-        n = int(round(gamma / self._nu_1))
+        n = int(round(gamma / self._nu_1)) if temp > 0.0 else 0
         if n >= 1 and abs(gamma - n * self._nu_1) < _RESONANCE_WINDOW * self._nu_1:
             # gamma ~ nu_n: lambda gamma cot(gamma / 2T) e^{-gamma tau} + a_n e^{-nu_n tau}
             # = (lambda gamma (cot y - 1/y) + 2 lambda gamma T / (gamma + nu_n)) e^{-gamma tau}
@@ -433,10 +459,28 @@ class DrudeLorentzSD(ExponentialSD):
         gamma = self.cutoff
         return [(-1j * gamma, self.reorganisation_energy * gamma / math.pi)]
 
-    def _matsubara_amplitude(self, nu):
+    def _axis_density(self, nu):
         gamma = self.cutoff
-        lam_gamma_t = 4.0 * self.reorganisation_energy * gamma * self.temperature
-        return lam_gamma_t * nu / (nu**2 - gamma**2)
+        return (2.0 * self.reorganisation_energy * gamma / math.pi) * nu / (nu**2 - gamma**2)
+
+    def _axis_integral(self, transform) -> float:
+        """int_0^inf b(nu) F(nu) dnu at T = 0, b = (lambda gamma / pi) (1/(nu - gamma)
+        + 1/(nu + gamma)): the pole at nu = gamma as a principal value."""
+        gamma = self.cutoff
+
+        def f(nu: float) -> float:
+            return float(default_np.real(transform(default_np.array([nu])))[0])
+
+        options = {"epsabs": 0.0, "epsrel": 1e-13, "limit": 500}
+        principal = scipy.integrate.quad(
+            f, 0.0, 2.0 * gamma, weight="cauchy", wvar=gamma, **options
+        )
+        above = scipy.integrate.quad(
+            lambda nu: f(nu) / (nu - gamma), 2.0 * gamma, math.inf, **options
+        )
+        other = scipy.integrate.quad(lambda nu: f(nu) / (nu + gamma), 0.0, math.inf, **options)
+        scale = self.reorganisation_energy * gamma / math.pi
+        return scale * (principal[0] + above[0] + other[0])
 
     def __str__(self) -> str:
         return (
@@ -454,6 +498,7 @@ class UnderdampedSD(ExponentialSD):
     (the oscillator's), Gamma = ``damping`` (< 2 w0), with the library's C(tau)
     (no 1/pi). With Omega = sqrt(w0^2 - Gamma^2 / 4) the poles w = +-Omega - i Gamma/2
     give the resonant terms (rates Gamma/2 +- i Omega) and T > 0 the Matsubara terms
+    (at T = 0 their integral, :class:`ExponentialSD`)
 
         a_k = -4 lambda Gamma w0^2 T nu_k / ((w0^2 + nu_k^2)^2 - Gamma^2 nu_k^2).
 
@@ -471,7 +516,7 @@ class UnderdampedSD(ExponentialSD):
     frequency : w0 > 0.
     damping : Gamma with 0 < Gamma < 2 w0 (an underdamped oscillator; Omega >= 1e-3
         w0, below which the two resonant terms cancel to too few digits).
-    temperature : T > 0 (energy, k_B = 1).
+    temperature : T >= 0 (energy, k_B = 1).
     """
 
     def __init__(
@@ -479,7 +524,7 @@ class UnderdampedSD(ExponentialSD):
         reorganisation_energy: float,
         frequency: float,
         damping: float,
-        temperature: float,
+        temperature: float = 0.0,
         name: str | None = None,
         description: str | None = None,
     ):
@@ -497,7 +542,6 @@ class UnderdampedSD(ExponentialSD):
                 "DrudeLorentzSD or CustomSD"
             )
         self._omega = math.sqrt(omega_sq)
-        _positive_temperature(temperature, "UnderdampedSD")
         super().__init__(temperature, max(self.frequency, self.damping), name, description)
 
     @classmethod
@@ -530,9 +574,9 @@ class UnderdampedSD(ExponentialSD):
         half = -0.5j * damping
         return [(self._omega + half, residue), (-self._omega + half, -residue)]
 
-    def _matsubara_amplitude(self, nu):
+    def _axis_density(self, nu):
         w0, damping = self.frequency, self.damping
-        prefactor = -4.0 * self.reorganisation_energy * damping * w0**2 * self.temperature
+        prefactor = -2.0 * self.reorganisation_energy * damping * w0**2 / math.pi
         return prefactor * nu / ((w0**2 + nu**2) ** 2 - damping**2 * nu**2)
 
     def __str__(self) -> str:
@@ -549,17 +593,6 @@ def _pair_values(pair: tuple[int, float, float, float], taus: default_np.ndarray
     _, coefficient, rate, delta = pair
     ratio = -taus if delta == 0.0 else default_np.expm1(-delta * taus) / delta
     return coefficient * default_np.exp(-rate * taus) * ratio
-
-
-def _positive_temperature(temperature: Any, owner: str) -> None:
-    """T > 0, or a ValueError that says why the closed form needs it."""
-    value = check.non_negative_number(temperature, "temperature")
-    if value == 0.0:
-        raise ValueError(
-            f"{owner} needs temperature > 0 (its correlation is a Matsubara series, "
-            "which has no T = 0 limit as a finite sum); use a temperature far below "
-            "the system's energies"
-        )
 
 
 def _cot_minus_inverse(y: float) -> float:
