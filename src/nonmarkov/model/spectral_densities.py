@@ -161,6 +161,7 @@ class ExponentialSD(CustomSD):
         #: (k, coefficient, rate, delta) of a Matsubara term summed with a resonant one
         self._pair: tuple[int, float, float, float] | None = None
         self._num_terms = 0
+        self._axis_cache: tuple[default_np.ndarray, default_np.ndarray] | None = None
         if self.temperature == 0.0:
             return
         largest = max(float(default_np.max(default_np.abs(self._rates))), frequency_scale)
@@ -191,14 +192,35 @@ class ExponentialSD(CustomSD):
         """a(nu) = -2 pi i T J(-i nu) = nu_1 b(nu) (real) for an array of nu > 0."""
         return self._nu_1 * self._axis_density(nu)
 
+    def _axis_refinements(self) -> list[tuple[float, float]]:
+        """(nu_r, delta) of the poles nu_r +- i delta of b near the positive axis, around
+        which the quadrature panels of ``_axis_rule`` are refined; none here."""
+        return []
+
+    def _axis_rule(self) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """Nodes and weights of int_0^inf dnu: Gauss-Legendre (16 points) on panels with
+        edges at s 2^j (s the frequency scale, |j| <= 60) and nu_r +- delta 2^j around
+        the poles of b (``_axis_refinements``); the integrands fall at least as 1/nu^2."""
+        if self._axis_cache is None:
+            scale = self._frequency_scale
+            edges = {0.0} | {scale * 2.0**j for j in range(-60, 61)}
+            for centre, width in self._axis_refinements():
+                for j in range(41):
+                    edges |= {centre + width * 2.0**j, centre - width * 2.0**j}
+            points = default_np.array(sorted(e for e in edges if 0.0 <= e <= scale * 2.0**60))
+            nodes, weights = _TAIL_GL_NODES, _TAIL_GL_WEIGHTS
+            a, b = points[:-1, None], points[1:, None]
+            self._axis_cache = (
+                (a + 0.5 * (b - a) * (nodes + 1.0)).reshape(-1),
+                (0.5 * (b - a) * weights).reshape(-1),
+            )
+        return self._axis_cache
+
     def _axis_integral(self, transform) -> float:
         """int_0^inf b(nu) F(nu) dnu (T = 0; b without poles on nu > 0)."""
-
-        def integrand(nu: float) -> float:
-            point = default_np.array([nu])
-            return float(default_np.real(self._axis_density(point) * transform(point))[0])
-
-        return self._quad(integrand, 1e-13, 500)
+        nodes, weights = self._axis_rule()
+        values = self._axis_density(nodes) * default_np.real(transform(nodes))
+        return float(default_np.sum(weights * values))
 
     # --- the spectral density ------------------------------------------------------
     def spectral_density(self, omega: Any) -> Any:
@@ -419,8 +441,8 @@ class DrudeLorentzSD(ExponentialSD):
     cutoff : gamma > 0 (frequency: the correlation decays at rate gamma).
     temperature : T >= 0 (energy, k_B = 1). At T = 0 the Matsubara series is the
         integral (2 lambda gamma / pi) PV int_0^inf nu e^{-nu tau} / (nu^2 - gamma^2) dnu
-        and the resonant term -i lambda gamma e^{-gamma tau}; the discretised influence
-        then takes a quadrature over nu per value (slower than at T > 0).
+        and the resonant term -i lambda gamma e^{-gamma tau} (the discretised influence
+        by a Gauss-Legendre rule over nu).
     """
 
     def __init__(
@@ -465,22 +487,17 @@ class DrudeLorentzSD(ExponentialSD):
 
     def _axis_integral(self, transform) -> float:
         """int_0^inf b(nu) F(nu) dnu at T = 0, b = (lambda gamma / pi) (1/(nu - gamma)
-        + 1/(nu + gamma)): the pole at nu = gamma as a principal value."""
+        + 1/(nu + gamma)): the pole at nu = gamma as a principal value, F(gamma) subtracted
+        over [0, 2 gamma] (where PV int dnu / (nu - gamma) = 0; gamma and 2 gamma are panel
+        edges of ``_axis_rule``, so no node is closer to gamma than ~1e-3 gamma)."""
         gamma = self.cutoff
-
-        def f(nu: float) -> float:
-            return float(default_np.real(transform(default_np.array([nu])))[0])
-
-        options = {"epsabs": 0.0, "epsrel": 1e-13, "limit": 500}
-        principal = scipy.integrate.quad(
-            f, 0.0, 2.0 * gamma, weight="cauchy", wvar=gamma, **options
-        )
-        above = scipy.integrate.quad(
-            lambda nu: f(nu) / (nu - gamma), 2.0 * gamma, math.inf, **options
-        )
-        other = scipy.integrate.quad(lambda nu: f(nu) / (nu + gamma), 0.0, math.inf, **options)
-        scale = self.reorganisation_energy * gamma / math.pi
-        return scale * (principal[0] + above[0] + other[0])
+        nodes, weights = self._axis_rule()
+        values = default_np.real(transform(nodes))
+        at_pole = float(default_np.real(transform(default_np.array([gamma])))[0])
+        inside = nodes < 2.0 * gamma
+        minus = default_np.where(inside, values - at_pole, values) / (nodes - gamma)
+        total = default_np.sum(weights * (minus + values / (nodes + gamma)))
+        return float(self.reorganisation_energy * gamma / math.pi * total)
 
     def __str__(self) -> str:
         return (
@@ -573,6 +590,10 @@ class UnderdampedSD(ExponentialSD):
         residue = 1j * k / (4.0 * damping * self._omega)
         half = -0.5j * damping
         return [(self._omega + half, residue), (-self._omega + half, -residue)]
+
+    def _axis_refinements(self):
+        # b has poles at nu = Gamma/2 +- i Omega
+        return [(0.5 * self.damping, self._omega)]
 
     def _axis_density(self, nu):
         w0, damping = self.frequency, self.damping
