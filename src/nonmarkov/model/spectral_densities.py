@@ -171,7 +171,7 @@ class ExponentialSD(CustomSD):
                 f"temperature={self.temperature} is too low for this bath (below "
                 f"{4.0 * largest / (2.0 * math.pi * _MAX_MATSUBARA_TERMS):.3g}, where the "
                 f"Matsubara series needs more than {_MAX_MATSUBARA_TERMS} terms); use a "
-                "higher temperature (far below the system's energies is enough)"
+                "higher temperature (far below the system's energies is enough) or T = 0"
             )
         self._num_terms = max(_MIN_MATSUBARA_TERMS, int(math.ceil(terms)))
 
