@@ -63,7 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         "results", nargs="+", help="results files written by nonmarkov run or Dynamics.export"
     )
     plot.add_argument(
-        "--output", "-o", default=None, help="the PNG (default: next to the first file)"
+        "--output",
+        "-o",
+        default=None,
+        help="the PNG (default: next to the first file, FILE.png; several: FILE_overlay.png)",
     )
     _observable_option(plot)
     plot.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
@@ -241,7 +244,8 @@ def _plot(args: argparse.Namespace) -> int:
             "plot files of one system together"
         )
     observables = _observables(runs[0], args.observable, args.results[0])
-    target = args.output or os.path.splitext(args.results[0])[0] + ".png"
+    suffix = ".png" if len(runs) == 1 else "_overlay.png"  # not the plot of the first alone
+    target = args.output or os.path.splitext(args.results[0])[0] + suffix
     _refuse_existing(target, args.overwrite)
     if len(runs) == 1:
         labels: list[str | None] = [None]
