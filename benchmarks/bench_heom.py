@@ -17,8 +17,13 @@ Baths (``--cases``):
   ``BosonicEnvironment.from_spectral_density(pi J, T=T)``, fitted with exponentials by
   ESPRIT on C(t) (``approximate('esprit', ...)``, N terms) for the hierarchy).
 
-Conventions are checked first: both programs' C(t) at t = 0.1 .. 10 (printed, and the
-run stops if they differ by more than 1e-6 relative to max |C|).
+Conventions are checked first: both programs' C(t) at t = 0.1 .. 10, against each
+other and (Drude-Lorentz) against the closed-form Matsubara series, and QuTiP's Pade
+expansion used by its HEOM (printed; a case stops if nonmarkov's C(t) is off by more
+than 1e-6 relative to max |C|). QuTiP's ``DrudeLorentzEnvironment.correlation_function``
+drifts at low temperature (7e-4 relative at T = 0.1, 2e-2 at T = 0.05 against the
+series); its HEOM does not use it. The super-Ohmic C(t) of the two programs (both
+numerical integrals) agree to 6e-5 relative (the limit there is 1e-4).
 
 HEOM runs: Pade terms Nk (Drude-Lorentz) or fitted exponentials (super-Ohmic) times
 hierarchy depth, ODE tolerance atol = rtol = 1e-9 (the time of a run: building the
@@ -46,7 +51,9 @@ are kept too (``wall_s`` in the JSON).
     python benchmarks/bench_heom.py [--cases weak intermediate] [--quick]
         [--methods tempo uniform] [--reference-cache DIR] [--json out.json]
 
-``--quick``: a small grid (for a check that everything runs, and the 1e-3 column).
+``--quick``: a small grid (for a check that everything runs). The full grid: HEOM
+Nk 1-4 x depth 2-8; nonmarkov dt 0.4, 0.2, 0.1 x epsrel 1e-6, 1e-8 at the case's
+longer memory cut.
 """
 
 from __future__ import annotations
@@ -72,28 +79,28 @@ TOLERANCES = (1e-3, 1e-4, 1e-5)
 ODE = {"atol": 1e-9, "rtol": 1e-9, "nsteps": 1_000_000, "progress_bar": False}
 
 CASES = {
-    "weak": {"lam": 0.05, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 8, 3, 6)},
-    "intermediate": {"lam": 0.25, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 10, 3, 8)},
+    "weak": {"lam": 0.05, "T": 1.0, "tcuts": (4.0, 12.0), "reference": (6, 8, 5, 8)},
+    "intermediate": {"lam": 0.25, "T": 1.0, "tcuts": (4.0, 12.0), "reference": (4, 10, 3, 8)},
     "lowT": {"lam": 0.25, "T": 0.1, "tcuts": (6.0, 12.0), "reference": (4, 10, 3, 8)},
     "strong": {"lam": 1.0, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 12, 3, 10)},
     "verylowT": {"lam": 0.25, "T": 0.05, "tcuts": (8.0, 16.0), "reference": (4, 10, 3, 8)},
-    "superohmic": {"alpha": 0.05, "wc": 1.0, "T": 0.5, "tcuts": (4.0, 8.0)},
+    "superohmic": {"alpha": 0.05, "wc": 1.0, "T": 0.5, "tcuts": (4.0, 10.0)},
 }
-#: HEOM terms and depths, nonmarkov dts, epsrels and how many of the case's tcuts
+#: HEOM terms and depths, nonmarkov dts, epsrels and which of the case's tcuts
 GRIDS = {
     "quick": {
         "terms": (1, 2),
         "depths": (3, 5),
         "dts": (0.4, 0.2),
         "epsrels": (1e-5,),
-        "tcuts": 1,
+        "tcuts": slice(0, 1),
     },
     "full": {
         "terms": (1, 2, 3, 4),
         "depths": (2, 3, 4, 6, 8),
         "dts": (0.4, 0.2, 0.1),
-        "epsrels": (1e-5, 1e-6),
-        "tcuts": 2,
+        "epsrels": (1e-6, 1e-8),
+        "tcuts": slice(1, 2),
     },
 }
 SUPEROHMIC_TERMS = (2, 3, 4)
@@ -139,12 +146,38 @@ def nonmarkov_bath(case: dict):
     return nm.Bath(nm.operators.sigma("z"), correlations)
 
 
-def check_conventions(case: dict) -> float:
-    """max |C_nonmarkov(t) - C_QuTiP(t)| / max |C| on t = 0.1 .. 10."""
+def closed_form_correlation(case: dict, times: np.ndarray) -> np.ndarray:
+    """The Drude-Lorentz C(t) (t > 0) from its Matsubara series, 200,000 terms."""
+    lam, temperature = case["lam"], case["T"]
+    nu = 2.0 * math.pi * temperature * np.arange(1, 200_001)
+    first = lam * DELTA * (1.0 / math.tan(DELTA / (2.0 * temperature)) - 1j)
+    series = [np.sum(nu * np.exp(-nu * t) / (nu**2 - DELTA**2)) for t in times]
+    return first * np.exp(-DELTA * times) + 4.0 * lam * DELTA * temperature * np.asarray(series)
+
+
+def check_conventions(case: dict) -> dict:
+    """C(t) on t = 0.1 .. 10 of both programs, relative to max |C|: nonmarkov's and
+    QuTiP's exact routines against each other and, for Drude-Lorentz, each against
+    the closed form (QuTiP's ``correlation_function`` of ``DrudeLorentzEnvironment``
+    drifts at low T; its HEOM uses the Pade expansion, checked too, at the
+    reference's number of terms)."""
     times = np.array([0.1, 0.3, 1.0, 2.0, 5.0, 10.0])
     ours = np.asarray(nonmarkov_bath(case).correlations.correlation(times))
-    theirs = np.asarray(qutip_environment(case).correlation_function(times))
-    return float(np.max(np.abs(ours - theirs)) / np.max(np.abs(theirs)))
+    environment = qutip_environment(case)
+    theirs = np.asarray(environment.correlation_function(times))
+    scale = float(np.max(np.abs(theirs)))
+    result = {"nonmarkov_vs_qutip": float(np.max(np.abs(ours - theirs))) / scale}
+    if "lam" in case:
+        exact = closed_form_correlation(case, times)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pade = environment.approximate("pade", Nk=case["reference"][0])
+        pade = pade[0] if isinstance(pade, tuple) else pade
+        expansion = np.asarray(pade.correlation_function(times))
+        result["nonmarkov_vs_closed_form"] = float(np.max(np.abs(ours - exact))) / scale
+        result["qutip_vs_closed_form"] = float(np.max(np.abs(theirs - exact))) / scale
+        result["qutip_pade_vs_closed_form"] = float(np.max(np.abs(expansion - exact))) / scale
+    return result
 
 
 def heom_run(case: dict, terms: int, depth: int) -> dict:
@@ -288,10 +321,15 @@ def cached(cache: str | None, name: str, run, case: dict, terms: int, depth: int
 
 def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None = None) -> dict:
     case = CASES[name]
-    deviation = check_conventions(case)
-    log(f"\n## {name}: {case}\nC(t) nonmarkov vs QuTiP: max relative difference {deviation:.1e}")
-    if deviation > 1e-6:
-        raise SystemExit(f"{name}: the two programs' C(t) differ ({deviation:.1e})")
+    deviations = check_conventions(case)
+    log(
+        f"\n## {name}: {case}\nC(t), max difference / max |C|: "
+        + ", ".join(f"{key} {value:.1e}" for key, value in deviations.items())
+    )
+    # without a closed form: against QuTiP's numerical integral (to 40 wc), 1e-4
+    deviation = deviations.get("nonmarkov_vs_closed_form", deviations["nonmarkov_vs_qutip"])
+    if deviation > (1e-6 if "lam" in case else 1e-4):
+        raise ValueError(f"{name}: the two programs' C(t) differ ({deviation:.1e})")
     heom_runs = []
     terms_list = grid["terms"] if "lam" in case else SUPEROHMIC_TERMS
     for terms, depth in itertools.product(terms_list, grid["depths"]):
@@ -299,7 +337,7 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
         log(f"  heom {label(heom_runs[-1])}: {heom_runs[-1]['seconds']:.2f} s")
     nm_runs = []
     for method, tcut, epsrel, dt in itertools.product(
-        methods, case["tcuts"][: grid["tcuts"]], grid["epsrels"], grid["dts"]
+        methods, case["tcuts"][grid["tcuts"]], grid["epsrels"], grid["dts"]
     ):
         nm_runs.append(nonmarkov_run(case, method, dt, tcut, epsrel))
         log(f"  nonmarkov {label(nm_runs[-1])}: {nm_runs[-1]['seconds']:.2f} s")
@@ -347,7 +385,7 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
     strip = ("sz", "times", "values")
     return {
         "case": case,
-        "c_deviation": deviation,
+        "c_deviations": deviations,
         "reference": label(reference),
         "reference_check": check,
         "runs": [{k: v for k, v in run.items() if k not in strip} for run in heom_runs + nm_all],
