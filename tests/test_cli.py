@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import numpy
 import pytest
@@ -21,7 +22,7 @@ from nonmarkov import backends, cli
 from nonmarkov.io.spec import SpecError, load_spec, parse_spec
 from nonmarkov.methods import spec_run
 from nonmarkov.options import default_options
-from nonmarkov.progress import remaining_time_text
+from nonmarkov.progress import Progress, remaining_time_text
 
 SIGMA_X, SIGMA_Z = nm.operators.sigma("x"), nm.operators.sigma("z")
 
@@ -496,3 +497,13 @@ def test_the_python_example_and_the_spec_write_different_files(tmp_path):
     targets.add(os.path.basename(spec_run.plot_file(spec, "x")))
     assert not targets & written
     assert not spec_run.stale_outputs(spec, str(tmp_path / "out"), [])  # nothing it would remove
+
+
+def test_the_progress_bar_marks_its_estimate_while_the_bond_grows(capsys):
+    with Progress(40, "bar", "build") as progress:
+        for step in range(12):
+            time.sleep(0.03)
+            progress.set_postfix(bond=2 + step)
+            progress.update()
+    shown = capsys.readouterr().err
+    assert "bond=13" in shown and "(bond growing)" in shown and "ETA >= " in shown
