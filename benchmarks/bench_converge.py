@@ -25,7 +25,7 @@ Models (hbar = k_B = 1; J(w) = 2 alpha w^zeta wc^(1-zeta) e^{-w/wc}, S = sz/2):
 - ``IB-ohmic``: alpha 0.5, wc 4, T 1, E = +-0.3, t in [0, 3];
 - ``IB-subohmic``: zeta 0.5, alpha 0.2, wc 4, T 0.5, E = +-0.3, t in [0, 3];
 - ``IB-driven``: ohmic alpha 0.2, wc 4, T 1, E(t) = +-(0.3 + 0.8 sin 2t) with
-  midpoint Liouvillians (``subdiv_limit=None``), t in [0, 2].
+  midpoint Liouvillians (``subdiv_limit=None``), t in [0, 1].
 
     OPENBLAS_NUM_THREADS=1 NONMARKOV_BLAS_THREADS=1 python benchmarks/bench_converge.py
         [--models ...] [--tolerance 1e-4] [--json out.json]
@@ -52,7 +52,7 @@ RHO0 = np.outer([0.8, 0.6 * np.exp(0.4j)], np.conj([0.8, 0.6 * np.exp(0.4j)]))
 MODELS = {
     "IB-ohmic": (0.5, 1.0, 1.0, 3.0, False),
     "IB-subohmic": (0.2, 0.5, 0.5, 3.0, False),
-    "IB-driven": (0.2, 1.0, 1.0, 2.0, True),
+    "IB-driven": (0.2, 1.0, 1.0, 1.0, True),
 }
 CUTOFF = 4.0
 

@@ -285,7 +285,7 @@ class Dynamics(BaseDynamics):
             _, ax = plt.subplots(figsize=(7, 4))
         times, values = self.expectations_of(operators, real=True)
         if times is not None:
-            bands = self._error_bands(operators)
+            bands = self.error_bands(operators)
             for name, series in values.items():
                 (line,) = ax.plot(
                     times, series, label=name if label is None else f"{label}: {name}"
@@ -327,10 +327,12 @@ class Dynamics(BaseDynamics):
             return None  # a selection (between) of the times: no estimate per time
         return errors
 
-    def _error_bands(self, operators: dict) -> dict[str, default_np.ndarray]:
-        """Half-widths of the error bands of :meth:`plot`: the estimate of an observable
-        converged on, else sum_ij |O_ij| times the states' estimate (a bound on
-        |Tr(O delta rho)|); {} without an estimate."""
+    def error_bands(self, operators: dict) -> dict[str, default_np.ndarray]:
+        """Half-widths (N,) of the error bands of the expectation values of
+        ``operators`` (label -> (d, d) matrix), as :meth:`plot` draws them: the
+        estimate of an observable the result was converged on (same label), else
+        sum_ij |O_ij| times the states' estimate (a bound on |Tr(O delta rho)|);
+        {} for a result without an estimate."""
         states = self.error_estimate
         if states is None:
             return {}

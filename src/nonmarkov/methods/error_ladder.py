@@ -753,3 +753,30 @@ def climb(
         name=name,
     )
     return ladder.package(*ladder.run(ladder.setting_of(parameters)))
+
+
+def ladder_lines(table: list[dict]) -> list[str]:
+    """The ladder's table (``statistics['ladder']``) as lines of text: per level the
+    base's dt, dkmax and epsrel, the new runs' seconds and cost units, each
+    parameter's contribution, the estimate, the dt order check and what was refined
+    (or 'accepted')."""
+    lines = [
+        f"{'level':>5} {'dt':>9} {'dkmax':>6} {'epsrel':>8} {'seconds':>8} {'units':>10} "
+        f"{'c(dt)':>8} {'c(memory)':>9} {'c(epsrel)':>9} {'estimate':>8}  dt order / next"
+    ]
+    for row in table:
+        contributions = row.get("contributions", {})
+        order = row.get("dt_order", {})
+        observed = order.get("observed_order")
+        check_text = str(order.get("order_check", "-")) + (
+            f" ({observed:.2f})" if isinstance(observed, float) else ""
+        )
+        after = "accepted" if row.get("accepted") else "refine " + ", ".join(row.get("refine", []))
+        lines.append(
+            f"{row.get('level', ''):>5} {row.get('dt', 0.0):9.4g} {row.get('dkmax', 0):6d} "
+            f"{row.get('epsrel', 0.0):8.1e} {row.get('seconds', 0.0):8.2f} "
+            f"{row.get('cost_units', 0):10d} {contributions.get('dt', 0.0):8.1e} "
+            f"{contributions.get('memory', 0.0):9.1e} {contributions.get('epsrel', 0.0):9.1e} "
+            f"{row.get('estimate', 0.0):8.1e}  {check_text}; {after}"
+        )
+    return lines
