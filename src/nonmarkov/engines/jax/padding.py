@@ -9,7 +9,10 @@ CPU up to 100x slower. Requires JAX.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as default_np
 
 
 def _jax() -> tuple[Any, Any, Any]:
@@ -81,3 +84,38 @@ def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
 
     u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)
     return u * s[None, :].astype(u.dtype), s, vh
+
+
+def padded_window(
+    window: Sequence[Any], bond: int, capacity: int, dim_m: int, dtype: Any
+) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """A host window (front (1, x, k), sites (l, m, r)) padded with zeros on the host:
+    the front (x, ``bond``) and ``capacity`` sites (capacity, bond, m, bond)."""
+    first = window[0]
+    front = default_np.zeros((first.shape[1], bond), dtype)
+    front[:, : first.shape[2]] = first[0]
+    sites = default_np.zeros((capacity, bond, dim_m, bond), dtype)
+    for j, site in enumerate(window[1:]):
+        sites[j, : site.shape[0], :, : site.shape[2]] = site
+    return front, sites
+
+
+def trimmed_window(front: Any, sites: Any, last_bond: int) -> list[default_np.ndarray]:
+    """The host window of a padded one (front (x, D), the sites in use (n, D, m, D)),
+    each bond cut to its used extent (the padding is exact zeros beyond the kept
+    ranks); ``last_bond``: the right bond of the oldest site."""
+    rights = [_host_extent(front, 1)] + [_host_extent(site, 2) for site in sites]
+    lefts = [1] + [_host_extent(site, 0) for site in sites]
+    bonds = [max(right, left, 1) for right, left in zip(rights[:-1], lefts[1:])]
+    bonds.append(last_bond)
+    window = [default_np.asarray(front)[None, :, : bonds[0]]]
+    for j, site in enumerate(sites):
+        window.append(default_np.asarray(site)[: bonds[j], :, : bonds[j + 1]])
+    return window
+
+
+def _host_extent(array: Any, axis: int) -> int:
+    """One past the last index of ``axis`` with a nonzero entry, on the host."""
+    others = tuple(k for k in range(array.ndim) if k != axis)
+    used = default_np.flatnonzero(default_np.any(default_np.asarray(array) != 0.0, axis=others))
+    return int(used[-1]) + 1 if used.size else 0

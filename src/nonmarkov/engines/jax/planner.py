@@ -155,6 +155,24 @@ class WindowStats:
     accelerator: bool = False
 
 
+@dataclasses.dataclass
+class WindowRunStats:
+    """What a window run did: steps on each side, the device of the compiled steps
+    and how often it changed, kernels it compiled (distinct shapes not yet in the
+    process), seconds compiling, redone chunks, fetches, and each change of plan
+    as (step, where, bond, reason)."""
+
+    host_steps: int = 0
+    compiled_steps: int = 0
+    device: str | None = None
+    device_moves: int = 0
+    kernels_compiled: int = 0
+    compile_seconds: float = 0.0
+    redos: int = 0
+    fetches: int = 0
+    decisions: list[tuple[int, str, int, str]] = dataclasses.field(default_factory=list)
+
+
 def chain_bucket(size: int) -> int:
     """The padded size of a bond of the compiled TEBD chain: the next power of two, at
     least 4. Coarser than :func:`bond_bucket`: a chain holds many bonds and each

@@ -17,7 +17,6 @@ run of the same shapes compiles nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -31,30 +30,13 @@ from ...options import EngineOptions
 from ..base import LastArguments, WindowSpec
 from ..host import HostWindowEngine
 from . import compiler, placement, planner, zipup
-from .planner import bond_bucket
+from .padding import padded_window, trimmed_window
+from .planner import WindowRunStats, bond_bucket
 
 #: Compiled kernels of this process by shape and configuration, and the seconds the
 #: last compilation took (the planner's estimate of the next one).
 _KERNELS: dict[tuple[Any, ...], Any] = {}
 _COMPILE_SECONDS: list[float] = []
-
-
-@dataclasses.dataclass
-class WindowRunStats:
-    """What a window run did: steps on each side, the device of the compiled steps
-    and how often it changed, kernels it compiled (distinct shapes not yet in the
-    process), seconds compiling, redone chunks, fetches, and each change of plan
-    as (step, where, bond, reason)."""
-
-    host_steps: int = 0
-    compiled_steps: int = 0
-    device: str | None = None
-    device_moves: int = 0
-    kernels_compiled: int = 0
-    compile_seconds: float = 0.0
-    redos: int = 0
-    fetches: int = 0
-    decisions: list[tuple[int, str, int, str]] = dataclasses.field(default_factory=list)
 
 
 class JaxWindowEngine:
@@ -161,18 +143,13 @@ class JaxWindowEngine:
         return self._place(bond).platform != "cpu"
 
     def _grown(self, wanted: int) -> planner.Plan:
-        accelerator = self._accelerator(bond_bucket(wanted))
-        return planner.grown(
-            self.plan, wanted, self._num_rows, self._dim_m, self._options, accelerator
-        )
+        on = self._accelerator(bond_bucket(wanted))
+        return planner.grown(self.plan, wanted, self._num_rows, self._dim_m, self._options, on)
 
     def _set_plan(self, plan: planner.Plan) -> None:
         """Follow ``plan``, recording it when it changes where or at which bucket."""
-        if (plan.where, plan.bond, plan.sketch) != (
-            self.plan.where,
-            self.plan.bond,
-            self.plan.sketch,
-        ):
+        where = (plan.where, plan.bond, plan.sketch)
+        if where != (self.plan.where, self.plan.bond, self.plan.sketch):
             self.stats.decisions.append((self._steps, plan.where, plan.bond, plan.reason))
         self.plan = plan
 
@@ -315,13 +292,8 @@ class JaxWindowEngine:
             window, log_scale = self._host.host_window()
             steps = self._host.steps
         count = len(window) - 1
-        largest = max(site.shape[2] for site in window)
-        bond = max(bond, bond_bucket(largest))
-        front = default_np.zeros((self._dim_x, bond), self._dtype)
-        front[:, : window[0].shape[2]] = window[0][0]
-        sites = default_np.zeros((capacity, bond, self._dim_m, bond), self._dtype)
-        for j, site in enumerate(window[1:]):
-            sites[j, : site.shape[0], :, : site.shape[2]] = site
+        bond = max(bond, bond_bucket(max(site.shape[2] for site in window)))
+        front, sites = padded_window(window, bond, capacity, self._dim_m, self._dtype)
         self._final_bond = window[-1].shape[2]
         device = self._place(bond)
         if self._device is not None and device != self._device:
@@ -367,14 +339,8 @@ class JaxWindowEngine:
         front, sites, _, log_scale = self._state  # type: ignore[misc]
         front, sites, log_scale = self._jax.device_get((front, sites[: self._count], log_scale))
         self.stats.fetches += 1
-        rights = [_extent(front, 1)] + [_extent(site, 2) for site in sites]
-        lefts = [1] + [_extent(site, 0) for site in sites]
-        bonds = [max(right, left, 1) for right, left in zip(rights[:-1], lefts[1:])]
-        bonds.append(self._final_bond if self._spec.oldest == "finalize" else 1)
-        window = [default_np.asarray(front)[None, :, : bonds[0]]]
-        for j, site in enumerate(sites):
-            window.append(default_np.asarray(site)[: bonds[j], :, : bonds[j + 1]])
-        return window, float(log_scale)
+        last = self._final_bond if self._spec.oldest == "finalize" else 1
+        return trimmed_window(front, sites, last), float(log_scale)
 
     def _grow(self, bond: int, capacity: int) -> int:
         """Re-pad the device window to ``bond`` and ``capacity`` sites."""
@@ -527,11 +493,3 @@ class JaxWindowEngine:
         self._steps = int(steps)
         with numpy_in_this_thread():
             self._host.load_window(window, log_scale, steps)
-
-
-def _extent(array: Any, axis: int) -> int:
-    """One past the last index of ``axis`` with a nonzero entry (the padding is exact
-    zeros beyond the kept ranks)."""
-    others = tuple(k for k in range(array.ndim) if k != axis)
-    used = default_np.flatnonzero(default_np.any(array != 0.0, axis=others))
-    return int(used[-1]) + 1 if used.size else 0
