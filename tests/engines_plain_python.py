@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy
 
-from nonmarkov.engines.base import ChainRun
+from nonmarkov.engines.base import ChainCapabilities, ChainRun
 from nonmarkov.options import EngineOptions
 from nonmarkov.process_tensors.base import BaseProcessTensor
 
@@ -77,6 +77,10 @@ class PlainProcessTensor:
 
 class PlainChainEngine:
     """The chain contract (``nonmarkov.engines.base.ChainEngine``) on NumPy loops."""
+
+    #: no adjoint method, no automatic differentiation: ``engines.chain_engine``
+    #: refuses a request for either with this engine in place
+    capabilities = ChainCapabilities(adjoint=False, differentiable=False)
 
     def __init__(self, options: EngineOptions | None = None):
         self.options = options  # nothing here to tune
@@ -160,8 +164,8 @@ class PlainChainEngine:
     def adjoint(
         self, run: ChainRun, target: Callable[[numpy.ndarray], numpy.ndarray]
     ) -> tuple[numpy.ndarray, numpy.ndarray]:
-        """Not implemented by this engine: a ValueError that says so."""
-        raise ValueError("PlainChainEngine has no adjoint method; use the host chain engine")
+        """Not declared in :attr:`capabilities`, so never asked for."""
+        raise NotImplementedError("PlainChainEngine has no adjoint method")
 
     def differentiable(
         self,
@@ -171,5 +175,5 @@ class PlainChainEngine:
         generator: Callable[[Any], Any],
         dt: float,
     ) -> Callable[..., Any]:
-        """No automatic differentiation on plain NumPy: a ValueError, as the contract says."""
-        raise ValueError("PlainChainEngine has no automatic differentiation (needs JAX)")
+        """Not declared in :attr:`capabilities`, so never asked for."""
+        raise NotImplementedError("PlainChainEngine has no automatic differentiation")

@@ -1,39 +1,91 @@
-"""The engine interface: what an algorithm asks of a backend.
+"""The engine contracts: what an algorithm asks of a backend.
 
-Two engines, one implementation of each per backend (:mod:`.host` on the
-NumPy kernels, :mod:`.jax` compiled); :func:`nonmarkov.engines.window_engine`
-and :func:`~nonmarkov.engines.chain_engine` choose one from the active backend
-and the :class:`~nonmarkov.options.EngineOptions`. An algorithm is written once
-against these protocols and never asks which backend runs.
+One typed contract per kind of engine, each a :class:`typing.Protocol` (an engine
+implements its methods; nothing is inherited or registered), with what the engine
+can do declared as data (a frozen ``*Capabilities`` dataclass, the engine's
+``capabilities`` attribute):
 
-- A **window engine** holds the memory window of TEMPO or PT-TEMPO (an MPS over
-  the most recent time points, :mod:`nonmarkov.kernels.window`) and advances it
-  by steps: couple a new point to every site, truncate with ``epsrel``, and
-  trace out (``'trace'``, TEMPO) or split off (``'finalize'``, PT-TEMPO) the
-  oldest point once the memory is full. It is made from a :class:`WindowSpec`.
-- A **chain engine** propagates a system state through process-tensor steps
-  (:mod:`nonmarkov.kernels.chain`): a whole run (:meth:`ChainEngine.run`), or
-  step by step for algorithms that branch the state (correlations).
+- :class:`TraceWindowEngine` and :class:`FinalizeWindowEngine`: the memory window
+  of TEMPO (the oldest point traced out, every step read out) and of PT-TEMPO
+  (the oldest point split off and returned), made from a :class:`WindowSpec`
+  (:mod:`nonmarkov.kernels.window`); :class:`WindowEngine` is an implementation
+  of both modes, the one chosen by ``spec.oldest``;
+- :class:`ChainEngine`: a system state through process-tensor steps
+  (:mod:`nonmarkov.kernels.chain`), a whole :class:`ChainRun` or step by step;
+- :class:`TebdEngine`: a chain MPS with augmented legs (:mod:`nonmarkov.kernels.tebd`),
+  made from a :class:`TebdSpec`.
 
-All arrays that cross the interface are host (NumPy) arrays unless a method
-says otherwise; each engine keeps its own arrays where it computes.
+:mod:`nonmarkov.engines` (``__init__``) is the one place that chooses an
+implementation and checks a request against its capabilities; shared
+implementation lives in :mod:`.shared`. All arrays that cross the interface are
+host (NumPy) arrays unless a method says otherwise; each engine keeps its own
+arrays where it computes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as default_np
 
-from ..backends.numerical_backend import np
-from ..kernels.tebd import environments, group_vector
-
 #: How the oldest point of a full window is handled.
 OLDEST_MODES = ("trace", "finalize")
+
+#: Where an engine can compute: the host CPU, or a JAX device of these platforms.
+DEVICES = ("cpu", "gpu", "tpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowCapabilities:
+    """What a window engine can do (checked by :func:`nonmarkov.engines.window_engine`).
+
+    Parameters
+    ----------
+    modes : the ``spec.oldest`` modes it runs (:data:`OLDEST_MODES`).
+    resume : whether it gives its window back and continues from one
+        (``host_window``, ``load_window``: a resumed PT-TEMPO build).
+    devices : the platforms it computes on (:data:`DEVICES`).
+    """
+
+    modes: tuple[str, ...] = OLDEST_MODES
+    resume: bool = True
+    devices: tuple[str, ...] = ("cpu",)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainCapabilities:
+    """What a chain engine can do (checked by :func:`nonmarkov.engines.chain_engine`).
+
+    Parameters
+    ----------
+    adjoint : :meth:`ChainEngine.adjoint`, the adjoint method of the gradients.
+    differentiable : :meth:`ChainEngine.differentiable`, automatic differentiation.
+    differentiable_files : ``differentiable`` on process tensors read from files
+        (streamed) as well as in memory.
+    devices : the platforms it computes on (:data:`DEVICES`).
+    """
+
+    adjoint: bool = True
+    differentiable: bool = False
+    differentiable_files: bool = False
+    devices: tuple[str, ...] = ("cpu",)
+
+
+@dataclasses.dataclass(frozen=True)
+class TebdCapabilities:
+    """What a TEBD engine can do (checked by :func:`nonmarkov.engines.tebd_engine`).
+
+    Parameters
+    ----------
+    max_rank : whether it honours :attr:`TebdSpec.max_rank`, a hard cap on bonds.
+    devices : the platforms it computes on (:data:`DEVICES`).
+    """
+
+    max_rank: bool = True
+    devices: tuple[str, ...] = ("cpu",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,9 +156,11 @@ class WindowSpec:
         return int(default_np.max(self.carrier)) + 1
 
 
-class WindowEngine(Protocol):
-    """A memory window that advances by steps (see the module docstring)."""
+class WindowEngineBase(Protocol):
+    """What both window contracts have: the window itself and how it is handed over."""
 
+    #: what the engine can do
+    capabilities: WindowCapabilities
     #: how many steps a caller should hand over per call (progress granularity)
     steps_per_call: int
 
@@ -114,10 +168,28 @@ class WindowEngine(Protocol):
     def memory(self) -> int:
         """Points kept in the window, 0 for no memory cut."""
 
+    def expect_steps(self, num_steps: int) -> None:
+        """The caller will run ``num_steps`` more steps (in several calls): a hint for
+        planning how to run them, never a change of what they compute."""
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """The window, newest first: front (1, x, k), sites (k, m, k'); and the
+        front's log-scale (``capabilities.resume``)."""
+
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
+        """Continue from a window of :meth:`host_window` (host arrays, newest first)
+        with the front's log-scale ``log_scale``, after ``steps`` window steps
+        (a resumed build; ``capabilities.resume``)."""
+
+
+class TraceWindowEngine(WindowEngineBase, Protocol):
+    """A ``'trace'`` window (TEMPO): the oldest point of a full window is traced out
+    and every step is read out."""
+
     def advance(
         self, propagators: Sequence[tuple[Any, Any]]
     ) -> tuple[default_np.ndarray, list[int]]:
-        """One step per (between (x, x), second (x, x)) pair ('trace' windows).
+        """One step per (between (x, x), second (x, x)) pair.
 
         ``between`` takes the front's point to the new one (the second half
         step of the last step times the first half step of this one);
@@ -126,26 +198,24 @@ class WindowEngine(Protocol):
         of the window after each step.
         """
 
+
+class FinalizeWindowEngine(WindowEngineBase, Protocol):
+    """A ``'finalize'`` window (PT-TEMPO): the oldest point of a full window is split
+    off and returned; a new point couples to the front through every class."""
+
     def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
-        """``num_steps`` steps of a 'finalize' window.
+        """``num_steps`` steps.
 
         Returns per step (the split-off oldest site M[l, c, r] (k, m, k') or
         None while the window fills, the log-scale before the step) and the
         largest bond after each step.
         """
 
-    def expect_steps(self, num_steps: int) -> None:
-        """The caller will run ``num_steps`` more steps (in several calls): a hint for
-        planning how to run them, never a change of what they compute."""
 
-    def host_window(self) -> tuple[list[default_np.ndarray], float]:
-        """The window, newest first: front (1, x, k), sites (k, m, k'); and the
-        front's log-scale ('finalize' windows)."""
-
-    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
-        """Continue from a window of :meth:`host_window` (host arrays, newest first)
-        with the front's log-scale ``log_scale``, after ``steps`` window steps
-        (a resumed build)."""
+class WindowEngine(TraceWindowEngine, FinalizeWindowEngine, Protocol):
+    """An implementation of both window contracts; an instance runs the mode of its
+    spec (``spec.oldest``), as :func:`nonmarkov.engines.trace_window_engine` and
+    :func:`~nonmarkov.engines.finalize_window_engine` hand it out."""
 
 
 class PreparedProcessTensor(Protocol):
@@ -200,6 +270,9 @@ class ChainRun:
 class ChainEngine(Protocol):
     """Propagation of a system state through process-tensor steps."""
 
+    #: what the engine can do
+    capabilities: ChainCapabilities
+
     def run(self, run: ChainRun) -> default_np.ndarray:
         """The read-out vectors (d^2,) after every step, (N, d^2), or after the last
         step only, (1, d^2)."""
@@ -253,7 +326,7 @@ class ChainEngine(Protocol):
         forward pass, then ``target(final read-out (d^2,))`` -> (d^2,), then the
         backward pass. Returns the read-outs as :meth:`run` and the derivative
         tensors D (N, d^2, d^2, d^2, d^2) of each step; ``run.on_step`` counts the
-        steps of both passes (2N)."""
+        steps of both passes (2N). (``capabilities.adjoint``)"""
 
     def differentiable(
         self,
@@ -268,32 +341,7 @@ class ChainEngine(Protocol):
         the half-step propagators expm(L(p) dt/2) of ``generator(p)`` -> L (d^2, d^2)
         for each row p of parameters (2N, M), from the vectorised initial state
         (d^2,), with the superoperators after (N, d^2, d^2) applied after each
-        step. Engines without automatic differentiation raise a ValueError."""
-
-
-class LastArguments:
-    """``function(*arrays)``, computed again only when called with other array objects.
-
-    A time-independent system returns the same propagator arrays at every
-    step; what is derived from them (products, basis changes, device copies)
-    is then computed once. Compares by identity, so it is cheap and exact.
-    """
-
-    def __init__(self, function: Callable[..., Any]):
-        self._function = function
-        self._arguments: tuple[Any, ...] | None = None
-        self._value: Any = None
-
-    def __call__(self, *arguments: Any) -> Any:
-        previous = self._arguments
-        if (
-            previous is None
-            or len(previous) != len(arguments)
-            or any(a is not b for a, b in zip(arguments, previous))
-        ):
-            self._arguments = arguments
-            self._value = self._function(*arguments)
-        return self._value
+        step (``capabilities.differentiable``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,6 +368,9 @@ class TebdEngine(Protocol):
     tensors' arrays are host arrays or arrays of the engine's backend; read-outs
     come back on the host."""
 
+    #: what the engine can do
+    capabilities: TebdCapabilities
+
     def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
         """One layer of two-site gates on disjoint pairs: ``(site, gate)`` acts on the
         sites (site, site + 1), gate (p p', p p') on the pair's Liouville index
@@ -344,89 +395,3 @@ class TebdEngine(Protocol):
 
     def host_sites(self) -> list[default_np.ndarray]:
         """The site tensors (l, p, a, r) on the host, the chain's scale included."""
-
-
-class GaugedChain:
-    """The gauge-centre bookkeeping both TEBD engines share (the same algorithm on
-    their own kernels): the sites left of ``_centre`` are left isometries, those
-    right of it right isometries; a layer of gates sweeps from the centre's nearer
-    end, after one QR sweep if a site map or process-tensor step broke the gauge.
-
-    Subclasses hold ``_sites``, ``_log_scale`` and a ``_traces`` cache, and give the
-    two QR moves of the centre, the two-site update (which leaves the centre on its
-    right or left site) and ``_device`` (a host array on the engine's backend).
-    """
-
-    _sites: list[Any]
-    _centre: int = 0
-    _canonical: bool = False
-    _log_scale: float = 0.0
-    _traces: dict[int, Any]
-
-    def _move_right(self, k: int) -> None:
-        """Move the centre from site ``k`` to ``k`` + 1 (QR of site ``k``)."""
-        raise NotImplementedError
-
-    def _move_left(self, k: int) -> None:
-        """Move the centre from site ``k`` to ``k`` - 1 (QR of site ``k``)."""
-        raise NotImplementedError
-
-    def _two_site(self, site: int, gate: Any, centre_right: bool) -> None:
-        raise NotImplementedError
-
-    def _device(self, array: Any) -> Any:
-        raise NotImplementedError
-
-    def _move_centre(self, target: int) -> None:
-        while self._centre < target:
-            self._move_right(self._centre)
-            self._centre += 1
-        while self._centre > target:
-            self._move_left(self._centre)
-            self._centre -= 1
-
-    def _canonicalise(self) -> None:
-        """One QR sweep over the whole chain, towards the end nearer to the centre."""
-        n = len(self._sites)
-        if self._centre >= n / 2:
-            self._centre = 0
-            self._move_centre(n - 1)
-        else:
-            self._centre = n - 1
-            self._move_centre(0)
-        self._canonical = True
-
-    def apply_gates(self, gates: Sequence[tuple[int, Any]]) -> None:
-        """See :meth:`TebdEngine.apply_gates`."""
-        if not gates:
-            return
-        if not self._canonical:
-            self._canonicalise()
-        ascending = self._centre <= (len(self._sites) - 1) / 2
-        for site, gate in sorted(gates, key=lambda entry: entry[0], reverse=not ascending):
-            self._move_centre(site if ascending else site + 1)
-            self._two_site(site, self._device(gate), ascending)
-
-    def _trace_vector(self, d2: int) -> Any:
-        """vec(1) of a site of Liouville dimension ``d2``, on the engine's backend."""
-        if d2 not in self._traces:
-            d = math.isqrt(d2)
-            self._traces[d2] = self._device(default_np.identity(d).reshape(-1))
-        return self._traces[d2]
-
-    def _read_capped(
-        self, capped: list[Any], groups: Sequence[tuple[int, ...]]
-    ) -> tuple[complex, list[default_np.ndarray]]:
-        """:meth:`TebdEngine.read_out` from the sites with their caps applied."""
-        transfers = [
-            np.tensordot(site, self._trace_vector(site.shape[1]), axes=([1], [0]))
-            for site in capped
-        ]
-        left, right = environments(transfers)
-        scale = math.exp(self._log_scale)
-        total = complex(np.to_host(left[-1])[0]) * scale
-        vectors = []
-        for group in groups:
-            vector = group_vector(capped, transfers, left[group[0]], right[group[-1] + 1], group)
-            vectors.append(default_np.asarray(np.to_host(vector)) * scale)
-        return total, vectors

@@ -30,8 +30,9 @@ from ..backends.numerical_backend import np
 from ..kernels.batched import apply_superoperators, close_bonds_batched
 from ..kernels.chain import apply_step_tensor
 from ..options import EngineOptions, resolve
-from .base import LastArguments, PreparedProcessTensor
+from .base import PreparedProcessTensor
 from .host import HostChainEngine
+from .shared import LastArguments
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,13 +32,15 @@ from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
 from .base import (
+    ChainCapabilities,
     ChainRun,
-    GaugedChain,
-    LastArguments,
     PreparedProcessTensor,
+    TebdCapabilities,
     TebdSpec,
+    WindowCapabilities,
     WindowSpec,
 )
+from .shared import GaugedChain, LastArguments
 
 #: Step tensors of a streamed process tensor kept on the host between the backward
 #: (caps) and the forward pass, so that a small one is read only once.
@@ -55,6 +57,7 @@ class HostWindowEngine:
     """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
     on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
 
+    capabilities = WindowCapabilities()
     steps_per_call = 1
 
     def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
@@ -258,6 +261,8 @@ class HostChainEngine:
     """The chain engine on the kernels of :mod:`nonmarkov.kernels.chain`, step by step
     (see :class:`~nonmarkov.engines.base.ChainEngine`)."""
 
+    capabilities = ChainCapabilities(adjoint=True, differentiable=False)
+
     def __init__(self, options: EngineOptions | None = None):
         self._controls = LastArguments(
             lambda before, after: (
@@ -341,12 +346,9 @@ class HostChainEngine:
         generator: Callable[[Any], Any],
         dt: float,
     ) -> Callable[..., Any]:
-        """See :meth:`~nonmarkov.engines.base.ChainEngine.differentiable`: not on NumPy."""
-        raise ValueError(
-            "automatic differentiation needs the JAX backend "
-            "(nonmarkov.backends.set_backend('jax')); on NumPy use the adjoint method, "
-            "state_gradient"
-        )
+        """Not declared (``capabilities.differentiable``): :func:`nonmarkov.engines.chain_engine`
+        refuses a request for it."""
+        raise NotImplementedError("HostChainEngine has no automatic differentiation")
 
     def adjoint(
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
@@ -435,6 +437,8 @@ class HostTebdEngine(GaugedChain):
     gauge, which the next layer restores with one QR sweep. The state's scale
     is kept apart as a log (the singular values of each cut are normalised).
     """
+
+    capabilities = TebdCapabilities(max_rank=True)
 
     def __init__(self, spec: TebdSpec, options: EngineOptions | None = None):
         self._sites = [to_backend(site) for site in spec.sites]

@@ -106,7 +106,7 @@ def differentiable_dynamics(
     dt, num_steps = resolve_grid(pts, dt, num_steps)
     checks.affordable_run(num_steps, system.dimension, num_steps + 1, "differentiable_dynamics")
     d, m = system.dimension, system.number_of_parameters
-    run = chain_engine(options).differentiable(
+    run = chain_engine(options, differentiable=pts).differentiable(
         pts, num_steps, record_all, _traced_generator(system), dt
     )
 

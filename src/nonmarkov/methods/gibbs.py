@@ -24,8 +24,8 @@ from typing import Any
 import numpy as default_np
 
 from .._threads import hot_loop_threads
-from ..engines import window_engine
-from ..engines.base import WindowSpec
+from ..engines import trace_window_engine
+from ..engines.base import TraceWindowEngine, WindowSpec
 from ..influence import ImaginaryTimeInfluence
 from ..io.results import Dynamics
 from ..model.bath import Bath
@@ -115,7 +115,7 @@ class GibbsTempo:
                 bath=bath_metadata(bath),
             ),
         )
-        self._engine: Any = None
+        self._engine: TraceWindowEngine | None = None
         self._step = 0
         self._log_trace = 0.0
         self._shift = 0.0  # the energy subtracted from H_S (set by the first step)
@@ -183,7 +183,7 @@ class GibbsTempo:
             memory=None,
             oldest="trace",
         )
-        self._engine = window_engine(spec, self._options)
+        self._engine = trace_window_engine(spec, self._options)
         return self._out_map @ (half @ front)
 
     def _record(self, vector: default_np.ndarray) -> None:
@@ -214,10 +214,13 @@ class GibbsTempo:
                 self._step = 1
                 self._record(self._start())
                 bar.update()
-            self._engine.expect_steps(n - self._step)
+            engine = self._engine
+            if engine is None:
+                raise RuntimeError("the window engine is made by the first step")
+            engine.expect_steps(n - self._step)
             while self._step < n:
-                count = min(self._engine.steps_per_call, n - self._step)
-                readouts, ranks = self._engine.advance([(self._between, self._second)] * count)
+                count = min(engine.steps_per_call, n - self._step)
+                readouts, ranks = engine.advance([(self._between, self._second)] * count)
                 self.max_bond_dimension = max([self.max_bond_dimension] + list(ranks))
                 for vector in readouts:
                     self._step += 1

@@ -302,6 +302,7 @@ def _adjoint(
         parameterized=True,
     )
     array = system.check_parameters(array, num_steps)
+    engine = chain_engine(options, adjoint=True)  # a refusal comes before any work
     d = system.dimension
     _check_target(target_derivative, d)
     needed = _forward_bytes(pts, num_steps, d)
@@ -337,6 +338,6 @@ def _adjoint(
             record_all=record_all,
             on_step=progress.update,
         )
-        readouts, tensors = chain_engine(options).adjoint(run, target)
+        readouts, tensors = engine.adjoint(run, target)
     record_readouts(dynamics, readouts, rho0, grid, record_all, "the gradient", control)
     return list(tensors), dynamics, halves, propagator_derivatives

@@ -42,7 +42,7 @@ from scipy import linalg as default_la
 from .. import validation as check
 from .._threads import hot_loop_threads
 from ..engines import chain_engine, tebd_engine
-from ..engines.base import PreparedProcessTensor, TebdSpec
+from ..engines.base import PreparedProcessTensor, TebdEngine, TebdSpec
 from ..io.results import Dynamics
 from ..model.chain import ChainControl, SystemChain
 from ..options import EngineOptions
@@ -444,7 +444,7 @@ class PtTebd:
         self._parameters = parameters
         self._dims = dims
         self._options = options
-        self._engine: Any = None
+        self._engine: TebdEngine | None = None
         self._prepared: list[PreparedProcessTensor | None] = []
         self._half_step: list[list[tuple[int, Any]]] = []
         self._step: int | None = None
@@ -575,6 +575,13 @@ class PtTebd:
             for parity, length in merged
         ]
 
+    @property
+    def _running(self) -> TebdEngine:
+        """The TEBD engine of the run (made by :meth:`initialize`)."""
+        if self._engine is None:
+            raise RuntimeError("the chain has no engine before initialize()")
+        return self._engine
+
     def initialize(self) -> None:
         """Prepare the engine, the gates and the process tensors; record the initial
         state (after the pre-controls of the start step)."""
@@ -607,7 +614,7 @@ class PtTebd:
     def _apply_controls(self, step: int, post: bool) -> None:
         controls = self._chain_control.get_single_site_controls(step, post)
         if controls is not None:
-            self._engine.apply_site_maps([(k, c) for k, c in enumerate(controls) if c is not None])
+            self._running.apply_site_maps([(k, c) for k, c in enumerate(controls) if c is not None])
 
     def _started(self) -> int:
         """The current step, initialising the chain on the first call."""
@@ -628,7 +635,7 @@ class PtTebd:
         return caps
 
     def _read(self, groups: list[tuple[int, ...]]) -> tuple[complex, list[default_np.ndarray]]:
-        return self._engine.read_out(self._caps(), groups)
+        return self._running.read_out(self._caps(), groups)
 
     def _record(self) -> None:
         entries = list(self._results["dynamics"])
@@ -636,7 +643,7 @@ class PtTebd:
         time = self.time(self._step)  # type: ignore[arg-type]
         self._results["time"].append(time)
         self._results["norm"].append(norm)
-        self._results["bond_dimensions"].append(default_np.array(self._engine.bond_dimensions()))
+        self._results["bond_dimensions"].append(default_np.array(self._running.bond_dimensions()))
         for entry, vector in zip(entries, vectors):
             self._results["dynamics"][entry].add(time, density_matrix(vector))
 
@@ -649,7 +656,7 @@ class PtTebd:
             )
         self._apply_controls(step, post=True)
         self._half()
-        self._engine.apply_process_steps(
+        self._running.apply_process_steps(
             [
                 (k, prepared, step)
                 for k, prepared in enumerate(self._prepared)
@@ -663,10 +670,10 @@ class PtTebd:
 
     def _half(self) -> None:
         if len(self._dims) == 1:
-            self._engine.apply_site_maps(self._half_step[0])
+            self._running.apply_site_maps(self._half_step[0])
             return
         for layer in self._half_step:
-            self._engine.apply_gates(layer)
+            self._running.apply_gates(layer)
 
     def compute(self, end_step: int, progress_type: str | None = None) -> dict[str, Any]:
         """Propagate up to step ``end_step`` (absolute; at most the process tensors'

@@ -44,8 +44,8 @@ import numpy as default_np
 
 from .. import validation
 from .._threads import hot_loop_threads
-from ..engines import window_engine
-from ..engines.base import WindowSpec
+from ..engines import finalize_window_engine
+from ..engines.base import FinalizeWindowEngine, WindowSpec
 from ..influence import DiscretisedInfluence
 from ..io.atomic import atomic_path
 from ..model.bath import Bath
@@ -142,7 +142,7 @@ class PtTempo:
         self._weights = class_weights(self._influence, self._options.truncation_weights)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
-        self._engine: Any = None
+        self._engine: FinalizeWindowEngine | None = None
 
     @property
     def process_tensor_file(self) -> str | None:
@@ -178,7 +178,7 @@ class PtTempo:
         return self._max_bond_dimension
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> FinalizeWindowEngine | None:
         """The window engine that ran the steps (:mod:`nonmarkov.engines`), or None
         before :meth:`compute` (and for a single step)."""
         return self._engine
@@ -287,7 +287,7 @@ class PtTempo:
             )
         return saved
 
-    def _save_checkpoint(self, engine: Any, sink: _StepSink, step: int) -> None:
+    def _save_checkpoint(self, engine: FinalizeWindowEngine, sink: _StepSink, step: int) -> None:
         """Write the buffered step tensors, put the file on disk, then the checkpoint."""
         checkpoint, target = self.checkpoint_file, sink.target
         if checkpoint is None or not isinstance(target, FileProcessTensor):
@@ -352,7 +352,7 @@ class PtTempo:
                 sink.finish([front.reshape(1, -1, 1)], log_scale)
                 return
             weights = self._weights
-            engine = window_engine(
+            engine = finalize_window_engine(
                 pt_window_spec(
                     influence,
                     front,
@@ -362,6 +362,7 @@ class PtTempo:
                     weights,
                 ),
                 self._options,
+                resume=saved is not None,
             )
             self._engine = engine
             step = 1

@@ -24,8 +24,9 @@ import numpy as default_np
 
 from .. import config, validation
 from .._threads import hot_loop_threads
-from ..engines import window_engine
-from ..engines.base import LastArguments, WindowSpec
+from ..engines import trace_window_engine
+from ..engines.base import TraceWindowEngine, WindowSpec
+from ..engines.shared import LastArguments
 from ..influence import DiscretisedInfluence
 from ..io.results import Dynamics
 from ..model.bath import Bath
@@ -65,7 +66,7 @@ class TempoWindow:
         )
         self._between = LastArguments(lambda first, previous: first @ previous)
         self._previous_second: default_np.ndarray | None = None
-        self.engine: Any = None
+        self._engine: TraceWindowEngine | None = None
         #: largest MPS bond dimension reached so far
         self.max_bond_dimension = 1
         #: classes m of a window site
@@ -97,9 +98,16 @@ class TempoWindow:
             oldest="trace",
             leaving_rows=influence.leaving_rows if influence.lumps else None,
         )
-        self.engine = window_engine(spec, self._options)
+        self._engine = trace_window_engine(spec, self._options)
         d = self._dimension
         return state.reshape(d, d)
+
+    @property
+    def engine(self) -> TraceWindowEngine:
+        """The window engine that holds the window (made by :meth:`start`)."""
+        if self._engine is None:
+            raise RuntimeError("the window has no engine before start()")
+        return self._engine
 
     def advance(self, halves: list[tuple[Any, Any]]) -> default_np.ndarray:
         """Steps 1, 2, ... from their half-step propagators (first, second), each
@@ -196,7 +204,7 @@ class Tempo:
         return self._window.max_bond_dimension
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> TraceWindowEngine:
         """The window engine that runs the steps (:mod:`nonmarkov.engines`)."""
         return self._window.engine
 

@@ -51,7 +51,7 @@ from .._threads import hot_loop_threads
 from ..backends import use_backend
 from ..backends.host import host_eig, to_backend
 from ..backends.numerical_backend import np
-from ..engines import window_engine
+from ..engines import finalize_window_engine
 from ..influence import DiscretisedInfluence
 from ..io.results import Dynamics
 from ..kernels.blocks import (
@@ -87,7 +87,7 @@ def _window_steps(
     (points 0..K-1, oldest first) and the largest bond.
     """
     front, log_scale = first_point(influence)
-    engine = window_engine(pt_window_spec(influence, front, log_scale, epsrel, k), options)
+    engine = finalize_window_engine(pt_window_spec(influence, front, log_scale, epsrel, k), options)
     progress.update()
     finalized: list[Any] = []
     max_bond = 1

@@ -14,7 +14,7 @@ import numpy as default_np
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
-from ..base import ChainRun, PreparedProcessTensor
+from ..base import DEVICES, ChainCapabilities, ChainRun, PreparedProcessTensor
 from ..host import HostChainEngine, in_memory
 from . import placement, planner
 from .chain import (
@@ -65,6 +65,10 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
     kernels. The scans run on the device :func:`~.placement.place` chooses for their
     size (``device`` option). ``decisions`` records each run's choice and why.
     """
+
+    capabilities = ChainCapabilities(
+        adjoint=True, differentiable=True, differentiable_files=False, devices=DEVICES
+    )
 
     def __init__(self, options: EngineOptions | None = None):
         super().__init__(options)
@@ -194,13 +198,7 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
         dt: float,
     ) -> Callable[..., Any]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.differentiable`."""
-        pts = list(process_tensors)
-        if not all(in_memory(pt) for pt in pts):
-            raise ValueError(
-                "automatic differentiation needs process tensors in memory: a file-backed "
-                "one streams its steps; load it whole first"
-            )
-        baths = self._tables(pts, num_steps, np.dtype_complex)
+        baths = self._tables(list(process_tensors), num_steps, np.dtype_complex)
         if baths is None:
             raise ValueError(
                 f"the padded step tensors of these process tensors exceed "

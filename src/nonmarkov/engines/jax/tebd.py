@@ -34,8 +34,9 @@ from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...kernels.tebd import capped_sites
 from ...kernels.truncation import rank_rule
 from ...options import EngineOptions
-from ..base import GaugedChain, PreparedProcessTensor, TebdSpec
+from ..base import DEVICES, PreparedProcessTensor, TebdCapabilities, TebdSpec
 from ..host import HostTebdEngine
+from ..shared import GaugedChain
 from . import placement, planner
 from .compiler import compile_kernel
 
@@ -232,6 +233,8 @@ class JaxTebdEngine(GaugedChain):
     module docstring); the same algorithm as :class:`~nonmarkov.engines.host.HostTebdEngine`
     (gauge centre, sweep directions), on padded arrays and compiled kernels."""
 
+    capabilities = TebdCapabilities(max_rank=False, devices=DEVICES)
+
     def __init__(self, spec: TebdSpec, options: EngineOptions | None = None):
         import jax
 
@@ -368,6 +371,8 @@ class HostTebdOnJax:
     """The host TEBD engine (NumPy kernels) in a JAX session: every call runs under
     :func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread` (see
     :class:`~nonmarkov.engines.base.TebdEngine`); ``decisions`` says why."""
+
+    capabilities = TebdCapabilities(max_rank=True)
 
     def __init__(self, spec: TebdSpec, options: EngineOptions, reason: str):
         with numpy_in_this_thread():

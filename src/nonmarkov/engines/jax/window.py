@@ -27,8 +27,9 @@ import numpy as default_np
 from ...backends.numerical_backend import numpy_in_this_thread
 from ...kernels.truncation import sketch_gaussians
 from ...options import EngineOptions
-from ..base import LastArguments, WindowSpec
+from ..base import DEVICES, WindowCapabilities, WindowSpec
 from ..host import HostWindowEngine
+from ..shared import LastArguments
 from . import compiler, placement, planner, zipup
 from .padding import padded_window, trimmed_window
 from .planner import WindowRunStats, bond_bucket
@@ -43,6 +44,7 @@ class JaxWindowEngine:
     """The window engine of the JAX backend (see
     :class:`~nonmarkov.engines.base.WindowEngine`); ``stats`` says what it did."""
 
+    capabilities = WindowCapabilities(devices=DEVICES)
     steps_per_call = 64
 
     def __init__(self, spec: WindowSpec, options: EngineOptions, dtype: Any):
