@@ -114,7 +114,14 @@ def _replace(text: str, old: str, new: str) -> str:
         ),
         ('initial_state = "up"', 'initial_state = "sideways"', ["system.initial_state", "'x+'"]),
         ("alpha = 0.1", "alpha = -0.1", ["bath.alpha", ">= 0"]),
-        ("alpha = 0.1", 'alpha = "big"', ["bath.alpha", "must be a number"]),
+        ("alpha = 0.1", 'alpha = "big"', ["bath.alpha", "must be a real number"]),
+        ("epsrel = 1e-6", "epsrel = 2.0", ["parameters.epsrel: epsrel must lie in (0, 1]"]),
+        ("end = 1.0", "end = 1.0\nstart = '0'", ["times.start must be a real number"]),
+        (
+            "initial_state",
+            "lindblad = { rate = -0.1, operator = 'sigma_-' }\ninitial_state",
+            ["system.lindblad[0].rate: gammas[0] must be >= 0"],
+        ),
         ("temperature = 0.2", "temprature = 0.2", ["unknown key bath.temprature", "'temperature'"]),
         ("end = 1.0", "stop = 1.0", ["times.stop", "'start', 'end'"]),
         ("tcut = 0.3", "tcut = 0.3\ndkmax = 3", ["parameters", "tcut or dkmax"]),
@@ -147,6 +154,20 @@ def test_spec_errors_name_the_key_and_the_allowed_values(old, new, expected):
     assert message.startswith("test.toml: ")
     for part in expected:
         assert part in message, message
+
+
+def test_a_spec_takes_the_values_the_library_takes():
+    """Every value is checked by the library's own objects, once: a spec accepts what
+    they accept (an infinite add_correlation_time, a choice in capitals) and holds
+    the objects they built."""
+    text = _replace(BASE, "epsrel = 1e-6", "epsrel = 1e-6\nadd_correlation_time = inf")
+    text = _replace(text, "temperature = 0.2", "temperature = 0.2\ncutoff_type = 'Gaussian'")
+    run = parse_spec(text).runs[0]
+    expected = nm.TempoParameters(dt=0.1, tcut=0.3, epsrel=1e-6, add_correlation_time=numpy.inf)
+    assert run.tempo_parameters.add_correlation_time == expected.add_correlation_time
+    assert run.tempo_parameters.dkmax == expected.dkmax == 3
+    assert run.baths[0].bath.correlations.cutoff_type == "gaussian"
+    numpy.testing.assert_array_equal(run.system.hamiltonian, 0.5 * SIGMA_X)
 
 
 def test_spec_errors_of_the_method_and_the_system():

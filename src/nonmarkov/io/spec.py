@@ -3,24 +3,31 @@
 :func:`load_spec` / :func:`parse_spec` turn the text of a spec (the format is
 documented in docs/cli.md) into a :class:`Spec`: one :class:`RunSpec` per point
 of its sweep (one point without a ``[sweep]`` table), each holding host arrays
-and numbers only. Every key is checked here, before anything runs: an unknown
-key, a wrong type or a value outside the allowed ones is a :class:`SpecError`
-naming the key and what is allowed. Building the model objects and running the
-algorithms is :mod:`nonmarkov.methods.spec_run`.
+and numbers and the library's model objects built from them. Every key is
+checked here, before anything runs, once: the structure (tables, key names,
+operator and state forms) by this module, every value by the library itself
+while its objects (``System``, the spectral densities, ``Bath``,
+``TempoParameters``, ``EngineOptions``) are built, its message prefixed with the
+key path (``parameters.epsrel: epsrel must lie in (0, 1]; got 2.0``). A bad spec
+is a :class:`SpecError`. Running the algorithms is
+:mod:`nonmarkov.methods.spec_run`.
 """
 
 from __future__ import annotations
 
 import contextvars
 import copy
+import dataclasses
 import difflib
 import itertools
 import json
 import math
 import os
+import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as default_np
 
@@ -28,8 +35,14 @@ from .. import validation as check
 from ..cost import affordable_run
 from ..methods.pt_construction import PT_METHODS as CONSTRUCTIONS
 from ..model import operators
-from ..model.correlations import CUTOFF_TYPES, PowerLawSD
+from ..model.bath import Bath
+from ..model.correlations import PowerLawSD
+from ..model.parameters import TempoParameters, check_tolerance
 from ..model.spectral_densities import DrudeLorentzSD, TabulatedSD, UnderdampedSD
+from ..model.system import System
+from ..options import EngineOptions, default_options
+
+T = TypeVar("T")
 
 #: the methods a spec can name (``construction``: one of ``CONSTRUCTIONS``, the
 #: constructions of :func:`~nonmarkov.pt_tempo_compute`, for ``'pt-tempo'``)
@@ -86,6 +99,8 @@ class BathSpec:
     file: str = ""
     tail_width: float | None = None
     scale: float = 1.0
+    #: the library's bath, built from the fields above (which it checked)
+    bath: Bath | None = None
 
 
 @dataclass
@@ -93,9 +108,13 @@ class RunSpec:
     """One run of a spec (one point of its sweep), checked.
 
     ``parameters`` holds the keyword arguments of ``TempoParameters`` (dt, epsrel
-    and the memory cut), or is None for ``guess`` (then ``tolerance``, None for
-    the library default). ``point`` holds the sweep values of this run (key path
-    -> value); ``tree`` the spec with them filled in.
+    and the memory cut) as the spec gives them, or is None for ``guess`` (then
+    ``tolerance``, None for the library default); ``options`` the ``[options]``
+    table. ``system``, ``tempo_parameters`` (None for a guess),
+    ``engine_options`` and each bath's ``bath`` are the library's objects built
+    from them: every value was checked by the library when they were built.
+    ``point`` holds the sweep values of this run (key path -> value); ``tree``
+    the spec with them filled in.
     """
 
     name: str
@@ -117,6 +136,9 @@ class RunSpec:
     end: float
     plot: bool
     options: dict[str, Any]
+    system: System
+    tempo_parameters: TempoParameters | None
+    engine_options: EngineOptions
     point: dict[str, Any] = field(default_factory=dict)
     tree: dict[str, Any] = field(default_factory=dict)
 
@@ -350,20 +372,21 @@ def _set_path(tree: dict, path: str, value: Any) -> None:
 
 
 def _run(tree: dict, name: str) -> RunSpec:
-    """The checked run of the spec ``tree`` (no sweep left)."""
+    """The checked run of the spec ``tree`` (no sweep left): its structure read here,
+    every value checked by building the library's objects (:func:`_built`)."""
     system = _table(tree["system"], "system", SYSTEM_KEYS)
     baths = _bath_tables(tree.get("bath"))
     method = _method(tree.get("method", "tempo"))
-    parameters, tolerance = _parameters(tree.get("parameters", {"guess": True}))
+    parameters, tolerance, tempo_parameters = _parameters(tree.get("parameters", {"guess": True}))
     times = _table(tree["times"], "times", TIMES_KEYS)
     output = _table(tree.get("output", {}), "output", OUTPUT_KEYS)
     options = _table(tree.get("options", {}), "options", None)
+    engine_options = _engine_options(options)
 
     dimension = _dimension(system, baths, output)
     if "hamiltonian" not in system:
         raise SpecError("system.hamiltonian is missing: e.g. hamiltonian = { sigma_x = 0.5 }")
     hamiltonian = _operator(system["hamiltonian"], "system.hamiltonian", dimension)
-    _hermitian(hamiltonian, "system.hamiltonian")
     lindblad = []
     terms = system.get("lindblad", [])
     if isinstance(terms, dict):
@@ -376,8 +399,23 @@ def _run(tree: dict, name: str) -> RunSpec:
         for key in LINDBLAD_KEYS:
             if key not in term:
                 raise SpecError(f"{where}.{key} is missing (a term needs rate and operator)")
-        rate = _number(term["rate"], f"{where}.rate", minimum=0.0)
-        lindblad.append((rate, _operator(term["operator"], f"{where}.operator", dimension)))
+        lindblad.append((term["rate"], _operator(term["operator"], f"{where}.operator", dimension)))
+    system_name = _text(system.get("name", "system"), "system.name")
+    system_keys = {"hamiltonian": "system.hamiltonian"}
+    for i in range(len(lindblad)):
+        system_keys[f"gammas[{i}]"] = f"system.lindblad[{i}].rate"
+        system_keys[f"lindblad_operators[{i}]"] = f"system.lindblad[{i}].operator"
+    model_system = _built(
+        lambda: System(
+            hamiltonian,
+            gammas=[rate for rate, _ in lindblad],
+            lindblad_operators=[operator for _, operator in lindblad],
+            name=system_name,
+        ),
+        system_keys,
+        "[system]",
+    )
+    lindblad = [(gamma, op) for gamma, (_, op) in zip(model_system.gammas, lindblad)]
 
     bath_specs = []
     for i, bath in enumerate(baths):
@@ -396,40 +434,36 @@ def _run(tree: dict, name: str) -> RunSpec:
     if method["name"] == "uniform":
         if not bath_specs:
             raise SpecError("method 'uniform' needs a [bath]")
-        if parameters is not None and "tcut" not in parameters and "dkmax" not in parameters:
+        if tempo_parameters is not None and tempo_parameters.dkmax is None:
             raise SpecError(
                 "method 'uniform' needs a memory cut: give parameters.tcut or parameters.dkmax"
             )
 
-    start = _number(times.get("start", 0.0), "times.start")
+    start = _built(lambda: check.real_number(times.get("start", 0.0), "times.start"))
     if "end" not in times:
         raise SpecError("times.end is missing: the time up to which the system is propagated")
-    end = _number(times["end"], "times.end")
+    end = _built(lambda: check.real_number(times["end"], "times.end"))
     if not end > start:
         raise SpecError(f"times.end ({end}) must be after times.start ({start})")
-    if parameters is not None:
-        steps = (end - start) / parameters["dt"]
-        if steps < 0.5:
+    if tempo_parameters is not None:
+        dt = tempo_parameters.dt
+        if (end - start) / dt < 0.5:
             raise SpecError(
-                f"parameters.dt ({parameters['dt']}) is longer than the run "
+                f"parameters.dt ({dt}) is longer than the run "
                 f"(times.end - times.start = {end - start}); choose a smaller dt"
             )
-        memory = parameters.get("dkmax")
-        if "tcut" in parameters:
-            memory = int(round(parameters["tcut"] / parameters["dt"]))
-        steps = int(round(steps))
-        try:
-            affordable_run(
+        steps = int(round((end - start) / dt))
+        memory = tempo_parameters.dkmax
+        _built(
+            lambda: affordable_run(
                 steps,
                 dimension,
                 steps + 1,
                 "the run",
                 None if memory is None else min(memory, steps),
-                cause=f"times.end - times.start = {end - start:g}, parameters.dt = "
-                f"{parameters['dt']:g}",
+                cause=f"times.end - times.start = {end - start:g}, parameters.dt = {dt:g}",
             )
-        except ValueError as error:
-            raise SpecError(str(error)) from error
+        )
 
     if "initial_state" not in system:
         raise SpecError(
@@ -438,14 +472,13 @@ def _run(tree: dict, name: str) -> RunSpec:
         )
     initial_state = _state(system["initial_state"], "system.initial_state", dimension)
     observables = _observables(output.get("observables"), dimension)
-    options_checked = _options(options)
     return RunSpec(
         name=name,
         description=_text(tree.get("description", ""), "description"),
         dimension=dimension,
-        hamiltonian=hamiltonian,
+        hamiltonian=model_system.hamiltonian,
         lindblad=lindblad,
-        system_name=_text(system.get("name", "system"), "system.name"),
+        system_name=system_name,
         baths=bath_specs,
         method=method["name"],
         construction=method["construction"],
@@ -458,8 +491,31 @@ def _run(tree: dict, name: str) -> RunSpec:
         start=start,
         end=end,
         plot=_boolean(output.get("plot", True), "output.plot"),
-        options=options_checked,
+        options=dict(options),
+        system=model_system,
+        tempo_parameters=tempo_parameters,
+        engine_options=engine_options,
     )
+
+
+def _built(build: Callable[[], T], keys: dict[str, str] | None = None, where: str = "") -> T:
+    """``build()``, the library's constructor or check of spec values; its
+    ``TypeError``/``ValueError`` becomes a :class:`SpecError` that starts with the spec
+    key its message names first (``keys``: the library's argument name -> the spec's
+    key path), else with ``where`` (nothing: the message names the key itself)."""
+    try:
+        return build()
+    except SpecError:
+        raise
+    except (TypeError, ValueError) as error:
+        text = str(error)
+        named = []
+        for word, key in (keys or {}).items():
+            found = re.search(rf"(?<![\w.]){re.escape(word)}(?![\w\[])", text)
+            if found:
+                named.append((found.start(), key))
+        culprit = min(named)[1] if named else where
+        raise SpecError(f"{culprit}: {text}" if culprit else text) from error
 
 
 def _bath_tables(value: Any) -> list[dict]:
@@ -473,13 +529,12 @@ def _bath_tables(value: Any) -> list[dict]:
 
 
 def _bath(table: dict, where: str, dimension: int) -> BathSpec:
+    """One bath table: its keys read here, its values checked by building the
+    spectral density and the :class:`~nonmarkov.Bath` (a tabulated one reads its file)."""
     table = _table(table, where, BATH_KEYS)
-    kind = table.get("spectral_density", "power_law")
-    if kind not in SPECTRAL_DENSITIES:
-        raise SpecError(
-            f"{where}.spectral_density: {_short(kind)} is not allowed; allowed values are "
-            f"{list(SPECTRAL_DENSITIES)}"
-        )
+    kind = _choice(
+        table.get("spectral_density", "power_law"), SPECTRAL_DENSITIES, where, "spectral_density"
+    )
     allowed = SPECTRAL_DENSITY_KEYS[kind]
     for key in table:
         if key not in ("coupling", "spectral_density", "name", *allowed):
@@ -489,28 +544,48 @@ def _bath(table: dict, where: str, dimension: int) -> BathSpec:
             )
     if "coupling" not in table:
         raise SpecError(f"{where}.coupling is missing: the operator S, e.g. {{ sigma_z = 0.5 }}")
-    coupling = _operator(table["coupling"], f"{where}.coupling", dimension)
-    _hermitian(coupling, f"{where}.coupling")
-    if kind != "power_law":
-        return _named_bath(table, where, kind, coupling)
-    for key in ("alpha", "cutoff"):
+    required = {
+        "power_law": ("alpha", "cutoff"),
+        "tabulated": ("file",),
+    }.get(kind, allowed[:-1])  # (not temperature)
+    for key in required:
         if key not in table:
-            raise SpecError(f"{where}.{key} is missing")
-    cutoff_type = table.get("cutoff_type", "exponential")
-    if cutoff_type not in CUTOFF_TYPES:
-        raise SpecError(
-            f"{where}.cutoff_type: {_short(cutoff_type)} is not allowed; allowed values are "
-            f"{list(CUTOFF_TYPES)}"
-        )
-    return BathSpec(
+            raise SpecError(
+                f"{where}.{key} is missing: the {kind!r} spectral density needs {list(required)}"
+            )
+    coupling = _operator(table["coupling"], f"{where}.coupling", dimension)
+    spec = BathSpec(
         coupling=coupling,
-        alpha=_number(table["alpha"], f"{where}.alpha", minimum=0.0),
-        zeta=_number(table.get("zeta", 1.0), f"{where}.zeta", positive=True),
-        cutoff=_number(table["cutoff"], f"{where}.cutoff", positive=True),
-        cutoff_type=cutoff_type,
-        temperature=_number(table.get("temperature", 0.0), f"{where}.temperature", minimum=0.0),
+        alpha=table.get("alpha", 0.0),
+        zeta=table.get("zeta", 1.0),
+        cutoff=table.get("cutoff", 0.0),
+        cutoff_type=table.get("cutoff_type", "exponential"),
+        temperature=table.get("temperature", 0.0),
         name=_text(table.get("name", "bath"), f"{where}.name"),
+        spectral_density=kind,
+        reorganisation_energy=table.get("reorganisation_energy", 0.0),
+        frequency=table.get("frequency", 0.0),
+        damping=table.get("damping", 0.0),
+        tail_width=table.get("tail_width"),
+        scale=table.get("scale", 1.0),
     )
+    if kind == "tabulated":
+        name = _text(table["file"], f"{where}.file")
+        spec.file = os.path.abspath(os.path.join(_SPEC_DIRECTORY.get(), name))
+    keys = {key: f"{where}.{key}" for key in allowed}
+    fallback = f"{where}.file" if kind == "tabulated" else where
+    correlations = _built(lambda: spectral_density_of(spec), keys, fallback)
+    spec.bath = _built(
+        lambda: Bath(coupling, correlations, name=spec.name),
+        {"coupling_operator": f"{where}.coupling"},
+        where,
+    )
+    for key in ("alpha", "zeta", "cutoff", "temperature", "reorganisation_energy"):
+        setattr(spec, key, float(getattr(spec, key)))  # accepted by the library: numbers
+    for key in ("frequency", "damping", "scale"):
+        setattr(spec, key, float(getattr(spec, key)))
+    spec.cutoff_type = str(spec.cutoff_type).strip().lower()
+    return spec
 
 
 #: the fields of a BathSpec beyond the power law's
@@ -525,51 +600,6 @@ _OTHER_SPECTRAL_DENSITY_FIELDS = (
 )
 #: the directory that a tabulated spectral density's ``file`` is relative to
 _SPEC_DIRECTORY: contextvars.ContextVar[str] = contextvars.ContextVar("spec_directory", default="")
-
-
-def _named_bath(table: dict, where: str, kind: str, coupling: default_np.ndarray) -> BathSpec:
-    """A bath with a Drude-Lorentz, underdamped or tabulated spectral density, checked
-    by building it (a tabulated one reads its file)."""
-    allowed = SPECTRAL_DENSITY_KEYS[kind]
-    required = ("file",) if kind == "tabulated" else allowed[:-1]  # not temperature
-    for key in required:
-        if key not in table:
-            raise SpecError(
-                f"{where}.{key} is missing: the {kind!r} spectral density needs {list(required)}"
-            )
-    numbers = {}
-    for key in ("reorganisation_energy", "cutoff", "frequency", "damping", "temperature"):
-        if key in table:
-            numbers[key] = _number(table[key], f"{where}.{key}", minimum=0.0)
-    spec = BathSpec(
-        coupling=coupling,
-        alpha=0.0,
-        zeta=1.0,
-        cutoff=numbers.get("cutoff", 0.0),
-        cutoff_type="exponential",
-        temperature=numbers.get("temperature", 0.0),
-        name=_text(table.get("name", "bath"), f"{where}.name"),
-        spectral_density=kind,
-        reorganisation_energy=numbers.get("reorganisation_energy", 0.0),
-        frequency=numbers.get("frequency", 0.0),
-        damping=numbers.get("damping", 0.0),
-    )
-    if kind == "tabulated":
-        name = _text(table["file"], f"{where}.file")
-        spec.file = os.path.abspath(os.path.join(_SPEC_DIRECTORY.get(), name))
-        if "tail_width" in table:
-            spec.tail_width = _number(table["tail_width"], f"{where}.tail_width", positive=True)
-        spec.scale = _number(table.get("scale", 1.0), f"{where}.scale", positive=True)
-    try:
-        spectral_density_of(spec)
-    except (TypeError, ValueError) as error:  # name the key the library's message names
-        text = str(error)
-        named = sorted((text.find(key), key) for key in allowed if key in text)
-        culprit = named[0][1] if named else ("file" if kind == "tabulated" else None)
-        raise SpecError(
-            f"{where}.{culprit}: {error}" if culprit else f"{where}: {error}"
-        ) from error
-    return spec
 
 
 def spectral_density_of(bath: BathSpec) -> Any:
@@ -588,26 +618,32 @@ def spectral_density_of(bath: BathSpec) -> Any:
     return PowerLawSD(bath.alpha, bath.zeta, bath.cutoff, bath.cutoff_type, bath.temperature)
 
 
+def _choice(value: Any, choices: tuple[str, ...], table: str, key: str, hint: str = "") -> str:
+    """``table.key``: one of ``choices`` by the library's choice rule
+    (:func:`nonmarkov.validation.choice`), with a suggestion for a misspelt value."""
+    where = f"{table}.{key}" if table else key
+    try:
+        return check.choice(value, choices, where)
+    except (TypeError, ValueError) as error:
+        raise SpecError(f"{error}{did_you_mean(value, choices)}{hint}") from error
+
+
 def _method(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         value = {"name": value}
     table = _table(value, "method", METHOD_KEYS)
-    name = table.get("name", "tempo")
-    if name not in METHODS:
-        raise SpecError(
-            f"method: {_short(name)} is not allowed{did_you_mean(name, METHODS)}; allowed values "
-            f"are {list(METHODS)} "
-            "(mean-field TEMPO and PT-TEBD need Python: their systems are functions)"
-        )
-    construction = table.get("construction", "sequential")
+    name = _choice(
+        table.get("name", "tempo"),
+        METHODS,
+        "",
+        "method",
+        " (mean-field TEMPO and PT-TEBD need Python: their systems are functions)",
+    )
     if "construction" in table and name != "pt-tempo":
         raise SpecError(f"method.construction applies to method 'pt-tempo' only, not {name!r}")
-    if construction not in CONSTRUCTIONS:
-        raise SpecError(
-            f"method.construction: {_short(construction)} is not allowed"
-            f"{did_you_mean(construction, CONSTRUCTIONS)}; allowed values are "
-            f"{list(CONSTRUCTIONS)}"
-        )
+    construction = _choice(
+        table.get("construction", "sequential"), CONSTRUCTIONS, "method", "construction"
+    )
     save = _boolean(table.get("save_process_tensor", False), "method.save_process_tensor")
     if save and name != "pt-tempo":
         raise SpecError("method.save_process_tensor applies to method 'pt-tempo' only")
@@ -619,9 +655,14 @@ def _method(value: Any) -> dict[str, Any]:
     }
 
 
-def _parameters(value: Any) -> tuple[dict[str, Any] | None, float | None]:
+def _parameters(
+    value: Any,
+) -> tuple[dict[str, Any] | None, float | None, TempoParameters | None]:
+    """``[parameters]``: (the keyword arguments of ``TempoParameters`` as given, the
+    guess's tolerance, the ``TempoParameters``); (None, tolerance or None, None) for a
+    guess."""
     if value == "guess":
-        return None, None
+        return None, None, None
     if isinstance(value, str):
         raise SpecError(
             f"parameters: {_short(value)} is not allowed; give 'guess' or a table "
@@ -638,10 +679,10 @@ def _parameters(value: Any) -> tuple[dict[str, Any] | None, float | None]:
             )
         tolerance = table.get("tolerance")
         if tolerance is not None:
-            tolerance = _number(tolerance, "parameters.tolerance", positive=True)
-            if tolerance >= 1.0:
-                raise SpecError(f"parameters.tolerance must be < 1; got {tolerance}")
-        return None, tolerance
+            tolerance = _built(
+                lambda: check_tolerance(tolerance), {"tolerance": "parameters.tolerance"}
+            )
+        return None, tolerance, None
     if "tolerance" in table:
         raise SpecError("parameters.tolerance applies to guess = true only")
     for key in ("dt", "epsrel"):
@@ -650,51 +691,31 @@ def _parameters(value: Any) -> tuple[dict[str, Any] | None, float | None]:
                 f"parameters.{key} is missing; give dt and epsrel (and tcut or dkmax), "
                 "or guess = true"
             )
-    parameters: dict[str, Any] = {
-        "dt": _number(table["dt"], "parameters.dt", positive=True),
-        "epsrel": _number(table["epsrel"], "parameters.epsrel", positive=True),
-    }
-    if parameters["epsrel"] > 1.0:
-        raise SpecError(f"parameters.epsrel must be in (0, 1]; got {parameters['epsrel']}")
-    if "tcut" in table and "dkmax" in table:
-        raise SpecError("parameters: give tcut or dkmax, not both")
-    if "tcut" in table:
-        parameters["tcut"] = _number(table["tcut"], "parameters.tcut", positive=True)
-    if "dkmax" in table:
-        dkmax = table["dkmax"]
-        if isinstance(dkmax, bool) or not isinstance(dkmax, int) or dkmax < 1:
-            raise SpecError(f"parameters.dkmax must be an integer >= 1; got {_short(dkmax)}")
-        parameters["dkmax"] = dkmax
-    if "add_correlation_time" in table:
-        parameters["add_correlation_time"] = _number(
-            table["add_correlation_time"], "parameters.add_correlation_time", minimum=0.0
-        )
-    return parameters, None
+    given = {key: value for key, value in table.items() if key != "guess"}
+    parameters = _built(
+        lambda: TempoParameters(**given),
+        {key: f"parameters.{key}" for key in PARAMETER_KEYS},
+        "parameters",
+    )
+    return given, None, parameters
 
 
-def _options(table: dict) -> dict[str, Any]:
-    """``[options]``: fields of :class:`~nonmarkov.options.EngineOptions`."""
-    from ..options import EngineOptions, default_options
-
+def _engine_options(table: dict) -> EngineOptions:
+    """``[options]``: the library's options with these fields replaced (its checks)."""
     try:
-        default_options().replace(**table)
+        return default_options().replace(**table)
     except (TypeError, ValueError) as error:
-        names = [f.name for f in EngineOptions.__dataclass_fields__.values()]
+        names = [f.name for f in dataclasses.fields(EngineOptions)]
         raise SpecError(f"[options]: {error} (the options are {names})") from error
-    return dict(table)
 
 
 def _dimension(system: dict, baths: list[dict], output: dict) -> int:
     """The system dimension: ``system.dimension``, else that of a matrix in the spec,
     else 2 (named Pauli operators)."""
     if "dimension" in system:
-        d = system["dimension"]
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise SpecError(f"system.dimension must be an integer >= 1; got {_short(d)}")
-        try:  # its operators and Liouvillians must fit, by the library's one cost rule
-            affordable_run(0, d, 0, "system.dimension", cause=f"system.dimension = {d}")
-        except ValueError as error:
-            raise SpecError(str(error)) from error
+        d = _built(lambda: check.positive_integer(system["dimension"], "system.dimension"))
+        # its operators and Liouvillians must fit, by the library's one cost rule
+        _built(lambda: affordable_run(0, d, 0, "system.dimension", cause=f"system.dimension = {d}"))
         return d
     candidates = [system.get("hamiltonian"), system.get("initial_state")]
     candidates += [term.get("operator") for term in _as_list(system.get("lindblad"))]
@@ -790,13 +811,6 @@ def _matrix(rows: Any, where: str, dimension: int) -> default_np.ndarray:
     )
 
 
-def _hermitian(matrix: default_np.ndarray, where: str) -> None:
-    try:
-        check.hermitian_matrix(matrix, where)
-    except ValueError as error:
-        raise SpecError(str(error)) from error
-
-
 def _state(value: Any, where: str, dimension: int) -> default_np.ndarray:
     if isinstance(value, str):
         if value not in STATE_NAMES:
@@ -881,19 +895,6 @@ def did_you_mean(word: Any, choices: Any) -> str:
         return ""
     close = difflib.get_close_matches(word, [str(choice) for choice in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _number(value: Any, where: str, minimum: float | None = None, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(f"{where} must be a number; got {_short(value)}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise SpecError(f"{where} must be finite; got {number}")
-    if positive and not number > 0.0:
-        raise SpecError(f"{where} must be > 0; got {number}")
-    if minimum is not None and number < minimum:
-        raise SpecError(f"{where} must be >= {minimum}; got {number}")
-    return number
 
 
 def _complex(value: Any, where: str) -> complex:

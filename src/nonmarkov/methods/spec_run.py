@@ -1,10 +1,10 @@
 """Run a spec (:mod:`nonmarkov.io.spec`): build its model, call the algorithms,
 write the results.
 
-:func:`prepare_spec` builds every run's model objects (system, baths, engine
-options) and the names of the files it will write, before anything runs: a bad
-value is a :class:`~nonmarkov.io.spec.SpecError` naming its key, an existing
-file a ``FileExistsError``. :func:`run_spec` then runs them in order. Each run is
+Every run of a :class:`~nonmarkov.io.spec.Spec` holds its model objects (system,
+baths, parameters, engine options), built and checked when the spec was read.
+:func:`prepare_spec` names the files it will write, before anything runs: an
+existing file is a ``FileExistsError``. :func:`run_spec` then runs them in order. Each run is
 the calls a Python script would make:
 
 - ``tempo``: :func:`~nonmarkov.tempo_compute` (one bath);
@@ -37,11 +37,11 @@ from .. import backends
 from .._version import __version__
 from ..io.atomic import atomic_path
 from ..io.results import Dynamics
-from ..io.spec import RunSpec, Spec, SpecError, spectral_density_of
+from ..io.spec import RunSpec, Spec, SpecError
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
 from ..model.system import System
-from ..options import EngineOptions, default_options
+from ..options import EngineOptions
 from ..progress import check_progress_type, logger
 from .dynamics import compute_dynamics
 from .metadata import parameters_metadata
@@ -75,42 +75,11 @@ class RunResult:
     reused_process_tensor: bool
 
 
-def build_model(run: RunSpec) -> tuple[System, list[Bath], EngineOptions]:
-    """The :class:`System`, the :class:`Bath` list and the engine options of ``run``;
-    an error of the library is a :class:`SpecError` naming the key."""
-    try:
-        system = System(
-            run.hamiltonian,
-            gammas=[rate for rate, _ in run.lindblad],
-            lindblad_operators=[operator for _, operator in run.lindblad],
-            name=run.system_name,
-        )
-    except (TypeError, ValueError) as error:
-        raise SpecError(f"[system]: {error}") from error
-    baths = []
-    for i, bath in enumerate(run.baths):
-        where = "bath" if len(run.baths) == 1 else f"bath[{i}]"
-        try:
-            correlations = spectral_density_of(bath)
-            baths.append(Bath(bath.coupling, correlations, name=bath.name))
-        except (TypeError, ValueError) as error:
-            raise SpecError(f"[{where}]: {error}") from error
-    if run.parameters is not None:
-        try:
-            TempoParameters(**run.parameters)
-        except (TypeError, ValueError) as error:
-            raise SpecError(f"[parameters]: {error}") from error
-    try:
-        options = default_options().replace(**run.options)
-    except (TypeError, ValueError) as error:
-        raise SpecError(f"[options]: {error}") from error
-    return system, baths, options
-
-
 def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[PreparedRun]:
-    """Build the model of every run of ``spec`` and name its files in ``output_dir``;
-    nothing runs. Raises :class:`SpecError` (a bad value, an output directory that is
-    a file, an output path that would leave it or is a directory) or
+    """Name the files of every run of ``spec`` (its model objects were built and
+    checked when it was read) in ``output_dir``; nothing runs. Raises
+    :class:`SpecError` (an output directory that is a file, an output path that
+    would leave it or is a directory) or
     ``FileExistsError`` (a file that would be replaced, unless ``overwrite``)."""
     _output_directory(output_dir)
     count = len(spec.runs)
@@ -118,13 +87,7 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
     prepared = []
     seen: set[str] = set()  # runs with a key seen before reuse its process tensors
     for k, run in enumerate(spec.runs):
-        try:
-            system, baths, options = build_model(run)
-        except SpecError as error:
-            where = ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
-            if where and not _every_run_fails_alike(spec, error):
-                raise SpecError(f"{spec.source}: {error} (at the sweep point {where})") from error
-            raise SpecError(f"{spec.source}: {error}") from error
+        baths = [bath.bath for bath in run.baths if bath.bath is not None]
         stem = spec.name if count == 1 else f"{spec.name}_{k:0{width}d}"
         pt_files = {}
         for j, key in enumerate(run.process_tensor_keys()):
@@ -133,7 +96,12 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
             seen.add(key)
         prepared.append(
             PreparedRun(
-                run, system, baths, options, os.path.join(output_dir, f"{stem}.h5"), pt_files
+                run,
+                run.system,
+                baths,
+                run.engine_options,
+                os.path.join(output_dir, f"{stem}.h5"),
+                pt_files,
             )
         )
     targets = [p.results_file for p in prepared] + [
@@ -178,20 +146,6 @@ class OutputExistsError(FileExistsError):
             + (f" (and {more} more)" if more > 0 else "")
             + f"; pass {option} to replace, or choose another output directory"
         )
-
-
-def _every_run_fails_alike(spec: Spec, error: SpecError) -> bool:
-    """Whether every run of ``spec`` fails to build with the message of ``error``
-    (then no sweep point is the cause)."""
-    for run in spec.runs:
-        try:
-            build_model(run)
-        except SpecError as other:
-            if str(other) != str(error):
-                return False
-        else:
-            return False
-    return True
 
 
 def _output_directory(output_dir: Any) -> None:
@@ -252,8 +206,8 @@ def provenance(command: list[str] | None = None) -> dict[str, Any]:
 def resolve_parameters(run: RunSpec, system: System, baths: list[Bath]) -> TempoParameters:
     """The TempoParameters of ``run``: as given, or guessed for its one bath and
     its system (:func:`~nonmarkov.guess_tempo_parameters`)."""
-    if run.parameters is not None:
-        return TempoParameters(**run.parameters)
+    if run.tempo_parameters is not None:
+        return run.tempo_parameters
     kwargs = {} if run.tolerance is None else {"tolerance": run.tolerance}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*guess.*", category=UserWarning)

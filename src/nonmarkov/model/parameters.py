@@ -386,6 +386,15 @@ def truncation_epsrel(budget: float, num_steps: int, memory_steps: int) -> float
     return budget / (max(1, num_steps) * max(1, memory_steps))
 
 
+def check_tolerance(tolerance: Any) -> float:
+    """The ``tolerance`` of :func:`guess_tempo_parameters`: a number in (0, 1), else a
+    ``TypeError``/``ValueError`` naming it."""
+    tolerance = check.positive_number(tolerance, "tolerance")
+    if tolerance >= 1.0:
+        raise ValueError(f"tolerance must be < 1; got {tolerance}")
+    return tolerance
+
+
 def guess_tempo_parameters(
     bath: Bath,
     start_time: float,
@@ -435,9 +444,7 @@ def guess_tempo_parameters(
     parameters. Works at zero coupling (then the memory cut is one step).
     """
     start_time, end_time = check_bath_interval(bath, start_time, end_time)
-    tolerance = check.positive_number(tolerance, "tolerance")
-    if tolerance >= 1.0:
-        raise ValueError(f"tolerance must be < 1; got {tolerance}")
+    tolerance = check_tolerance(tolerance)
     max_samples = _sample_count(max_samples)
     if system is not None:
         if not isinstance(system, BaseSystem):
