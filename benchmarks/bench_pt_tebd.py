@@ -27,6 +27,14 @@ column is its fastest run whose error is at most OQuPy's.
         [--oqupy-python PATH] [--threads N]
     python benchmarks/bench_pt_tebd.py --xyz-check [--xyz-epsrel 1e-8] [--xyz-pt-epsrel 1e-7]
 
+``--backends``: nonmarkov alone on the paper set, NumPy against JAX with the planner's
+choice (``compiled='auto'``) and with the compiled engine (``compiled='on'``), each
+in a fresh process, PT-TEBD run twice there (cold: kernels compiled in the run;
+warm: a second run of the same problem), and the largest difference of each
+JAX run's states from NumPy's::
+
+    python benchmarks/bench_pt_tebd.py --backends [--baths 0 1 2] [--steps N] [--threads 1]
+
 ``--xyz-check``: OQuPy's ``examples/spin-chain.py`` (5-site XYZ chain, baths on
 sites 3 and 4) run by both codes, each with its own process tensor, at tight
 epsrel, and the largest difference of their states.
@@ -107,8 +115,22 @@ def main() -> None:
     )
     parser.add_argument("--xyz-epsrel", type=_epsrel, default=1e-8)
     parser.add_argument("--xyz-pt-epsrel", type=_epsrel, default=1e-7)
+    parser.add_argument(
+        "--backends",
+        action="store_true",
+        help="instead: nonmarkov on NumPy, JAX compiled='auto' and JAX compiled='on', "
+        "cold and warm, side by side",
+    )
+    parser.add_argument("--worker", choices=sorted(SETTINGS), help=argparse.SUPPRESS)
+    parser.add_argument("--load-pt", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    if args.backends:
+        backends(args)
+        return
     if args.xyz_check:
         xyz_check(args)
         return
@@ -147,6 +169,96 @@ def main() -> None:
         records["table"] = rows
         with open(args.json, "w") as handle:
             json.dump(records, handle)
+
+
+#: the runs of ``--backends``: (backend, the ``compiled`` option)
+SETTINGS = {"numpy": ("numpy", "auto"), "jax-auto": ("jax", "auto"), "jax-on": ("jax", "on")}
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One setting of ``--backends`` in this process: PT-TEBD twice (cold, warm)."""
+    sys.path.insert(0, HERE)
+    backend, compiled = SETTINGS[args.worker]
+    os.environ["NONMARKOV_BACKEND"] = backend
+    import nonmarkov as nm
+    import oqupy_pt_tebd as helper
+
+    nm.set_default_options(compiled=compiled)
+    sites, baths = args.sites, args.baths[0]
+    chain, mps, dt, steps, bathed, make_pt = helper.build(
+        nm, "paper", sites, baths, args.alpha, EPSREL
+    )
+    steps = steps if args.steps is None else args.steps
+    if not os.path.exists(args.load_pt):  # the first run makes the process tensor
+        make_pt().export(args.load_pt)
+    pt = nm.import_process_tensor(args.load_pt, process_tensor_type="simple")
+    pts = [pt if n in bathed else None for n in range(sites)]
+    record: dict = {"setting": args.worker, "seconds": []}
+    for _ in range(2):
+        tebd = nm.PtTebd(
+            initial_augmented_mps=mps,
+            system_chain=chain,
+            process_tensors=pts,
+            parameters=nm.PtTebdParameters(dt=dt, order=2, epsrel=args.epsrel),
+            dynamics_sites=list(range(sites)),
+        )
+        start = time.perf_counter()
+        results = tebd.compute(steps, progress_type="silent")
+        record["seconds"].append(time.perf_counter() - start)
+        engine = tebd._engine  # the benchmark reports the engine's own record
+        stats = getattr(engine, "stats", None)
+        record.setdefault("kernels", []).append(getattr(stats, "kernels_compiled", 0))
+        record.setdefault("programs", []).append(getattr(stats, "programs", 0))
+        record.setdefault("redos", []).append(getattr(stats, "redos", 0))
+        record["engine"] = type(engine).__name__
+    states = np.array([results["dynamics"][n].states for n in range(sites)])
+    record["bond"] = int(np.max(results["bond_dimensions"])) if sites > 1 else 1
+    record["states_shape"] = list(states.shape)
+    record["states_real"] = states.real.reshape(-1).tolist()
+    record["states_imag"] = states.imag.reshape(-1).tolist()
+    with open(args.json, "w") as handle:
+        json.dump(record, handle)
+
+
+def backends(args: argparse.Namespace) -> None:
+    """NumPy, JAX auto and JAX compiled='on' side by side (see the module docstring)."""
+    env = thread_env(args.threads)
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        pt_file = os.path.join(directory, "pt.hdf5")
+        for baths in args.baths:
+            runs = {}
+            for setting in SETTINGS:
+                command = [sys.executable, os.path.abspath(__file__), "--worker", setting]
+                command += ["--baths", str(baths), "--load-pt", pt_file]
+                command += ["--sites", str(args.sites), "--alpha", str(args.alpha)]
+                command += ["--epsrel", str(args.epsrel)]
+                if args.steps is not None:
+                    command += ["--steps", str(args.steps)]
+                runs[setting] = subprocess_json(command, env)
+            rows.append({"baths": baths, "runs": runs})
+    print(f"\nPT epsrel {EPSREL:.3g}; seconds of PtTebd.compute, cold / warm")
+    print(
+        "| K | bond | NumPy | JAX auto | JAX on | on/NumPy warm | kernels on | redos on | "
+        "max diff auto | max diff on |"
+    )
+    print("|" + "---|" * 10)
+    for row in rows:
+        runs = row["runs"]
+        base = _states(runs["numpy"])
+        cells = [str(row["baths"]), str(runs["numpy"]["bond"])]
+        for setting in SETTINGS:
+            cold, warm = runs[setting]["seconds"]
+            cells.append(f"{cold:.2f} / {warm:.2f}")
+        cells.append(f"{runs['jax-on']['seconds'][1] / runs['numpy']['seconds'][1]:.2f}x")
+        cells.append(str(runs["jax-on"]["kernels"][0]))
+        cells.append(str(runs["jax-on"]["redos"][0]))
+        for setting in ("jax-auto", "jax-on"):
+            cells.append(f"{float(np.max(np.abs(_states(runs[setting]) - base))):.1e}")
+        print("| " + " | ".join(cells) + " |")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"parameters": vars(args), "rows": rows}, handle)
 
 
 def xyz_check(args: argparse.Namespace) -> None:
