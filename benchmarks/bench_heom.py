@@ -49,11 +49,12 @@ core, and not inflated by other load on a shared machine); the wall-clock second
 are kept too (``wall_s`` in the JSON).
 
     python benchmarks/bench_heom.py [--cases weak intermediate] [--quick]
-        [--methods tempo uniform] [--reference-cache DIR] [--json out.json]
+        [--grid quick|medium|full] [--methods tempo uniform] [--reference-cache DIR]
+        [--json out.json]
 
 ``--quick``: a small grid (for a check that everything runs). The full grid: HEOM
 Nk 1-4 x depth 2-8; nonmarkov dt 0.4, 0.2, 0.1 x epsrel 1e-6, 1e-8 at the case's
-longer memory cut.
+longer memory cut; ``--grid medium``: the same at epsrel 1e-6 only.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ GRIDS = {
         "dts": (0.4, 0.2),
         "epsrels": (1e-5,),
         "tcuts": slice(0, 1),
+    },
+    "medium": {
+        "terms": (1, 2, 3, 4),
+        "depths": (2, 3, 4, 6, 8),
+        "dts": (0.4, 0.2, 0.1),
+        "epsrels": (1e-6,),
+        "tcuts": slice(1, 2),
     },
     "full": {
         "terms": (1, 2, 3, 4),
@@ -407,13 +415,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--quick", action="store_true", help="a small grid (see above)")
+    parser.add_argument(
+        "--grid", default="full", choices=list(GRIDS), help="'medium': the full grid at epsrel 1e-6"
+    )
     parser.add_argument("--methods", nargs="+", default=["tempo"], choices=["tempo", "uniform"])
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
     parser.add_argument(
         "--reference-cache", default=None, help="directory keeping the HEOM reference runs"
     )
     args = parser.parse_args()
-    grid = GRIDS["quick" if args.quick else "full"]
+    grid = GRIDS["quick" if args.quick else args.grid]
     records = {}
 
     def log(text: str) -> None:
