@@ -354,6 +354,15 @@ def describe_file(filename: str) -> dict[str, Any]:
             if len(dynamics) > 1:
                 described["dt"] = float((times[-1] - times[0]) / (len(times) - 1))
         described["summary"] = repr(dynamics)
+        ladder = dynamics.statistics.get("ladder")
+        if ladder:
+            from .methods.error_ladder import ladder_lines
+
+            record = dynamics.metadata.get("convergence", {})
+            described["convergence"] = (
+                f"tolerance {record.get('tolerance')}, estimate {record.get('estimate')}, "
+                f"parameters {record.get('parameters')}\n" + "\n".join(ladder_lines(ladder))
+            )
         described["metadata"] = dynamics.metadata
         return described
     from .process_tensors.file import import_process_tensor

@@ -62,7 +62,7 @@ LEVEL_NAMES = ("identity", "create", "destroy", "number", "proj_<k>")
 STATE_NAMES = tuple(operators.SPIN_DM)
 
 TOP_KEYS: tuple[str, ...] = ("name", "description", "method", "system", "bath", "parameters")
-TOP_KEYS += ("times", "output", "options", "sweep")
+TOP_KEYS += ("times", "output", "options", "sweep", "convergence")
 SYSTEM_KEYS = ("dimension", "hamiltonian", "lindblad", "initial_state", "name")
 LINDBLAD_KEYS = ("rate", "operator")
 BATH_KEYS: tuple[str, ...] = ("coupling", "spectral_density", "alpha", "zeta", "cutoff")
@@ -73,6 +73,7 @@ METHOD_KEYS = ("name", "construction", "unique", "save_process_tensor")
 PARAMETER_KEYS = ("guess", "tolerance", "dt", "epsrel", "tcut", "dkmax", "add_correlation_time")
 TIMES_KEYS = ("start", "end")
 OUTPUT_KEYS = ("observables", "plot")
+CONVERGENCE_KEYS = ("tolerance", "observables", "max_cost", "max_seconds")
 
 
 class SpecError(ValueError):
@@ -141,6 +142,9 @@ class RunSpec:
     engine_options: EngineOptions
     point: dict[str, Any] = field(default_factory=dict)
     tree: dict[str, Any] = field(default_factory=dict)
+    #: ``[convergence]``: tolerance, observables (label -> (d, d) or None), max_cost,
+    #: max_seconds; None without the table
+    convergence: dict[str, Any] | None = None
 
     def process_tensor_keys(self) -> list[str]:
         """What the process tensor of each bath depends on, as text (one per bath):
@@ -472,6 +476,14 @@ def _run(tree: dict, name: str) -> RunSpec:
         )
     initial_state = _state(system["initial_state"], "system.initial_state", dimension)
     observables = _observables(output.get("observables"), dimension)
+    convergence = None
+    if "convergence" in tree:
+        convergence = _convergence(tree["convergence"], observables, dimension)
+        if method["name"] == "uniform" or len(bath_specs) != 1:
+            raise SpecError(
+                "[convergence] needs method 'tempo' or 'pt-tempo' with exactly one bath; "
+                f"the spec has method {method['name']!r} and {len(bath_specs)} bath(s)"
+            )
     return RunSpec(
         name=name,
         description=_text(tree.get("description", ""), "description"),
@@ -491,6 +503,7 @@ def _run(tree: dict, name: str) -> RunSpec:
         start=start,
         end=end,
         plot=_boolean(output.get("plot", True), "output.plot"),
+        convergence=convergence,
         options=dict(options),
         system=model_system,
         tempo_parameters=tempo_parameters,
@@ -516,6 +529,40 @@ def _built(build: Callable[[], T], keys: dict[str, str] | None = None, where: st
                 named.append((found.start(), key))
         culprit = min(named)[1] if named else where
         raise SpecError(f"{culprit}: {text}" if culprit else text) from error
+
+
+def _convergence(
+    value: Any, observables: dict[str, default_np.ndarray], dimension: int
+) -> dict[str, Any]:
+    """``[convergence]``: tolerance (required, in (0, 1)), observables (labels of
+    ``output.observables`` or operator names; none: the tolerance is on the states),
+    max_cost (cost units), max_seconds."""
+    table = _table(value, "convergence", CONVERGENCE_KEYS)
+    if "tolerance" not in table:
+        raise SpecError("convergence.tolerance is missing: e.g. tolerance = 1e-4")
+    given = table["tolerance"]
+    tolerance = _built(lambda: check_tolerance(given), {"tolerance": "convergence.tolerance"})
+    chosen = None
+    if "observables" in table:
+        names = table["observables"]
+        names = [names] if isinstance(names, str) else names
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise SpecError(
+                "convergence.observables must be a non-empty list of labels of "
+                "output.observables or operator names"
+            )
+        chosen = {
+            name: observables[name]
+            if name in observables
+            else named_operator(name, dimension, f"convergence.observables[{i}]")
+            for i, name in enumerate(names)
+        }
+    limits = {}
+    for key in ("max_cost", "max_seconds"):
+        if key in table:
+            limit = table[key]
+            limits[key] = _built(lambda: check.positive_number(limit, f"convergence.{key}"))
+    return {"tolerance": tolerance, "observables": chosen, **limits}
 
 
 def _bath_tables(value: Any) -> list[dict]:

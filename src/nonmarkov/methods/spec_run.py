@@ -43,6 +43,7 @@ from ..model.parameters import TempoParameters, guess_tempo_parameters
 from ..model.system import System
 from ..options import EngineOptions
 from ..progress import check_progress_type, logger
+from .convergence import converge
 from .dynamics import compute_dynamics
 from .metadata import parameters_metadata
 from .pt_construction import pt_tempo_compute
@@ -265,6 +266,35 @@ class Execution:
     build_time: float
 
 
+def _converge(prepared: PreparedRun, progress_type: str) -> Execution:
+    """A run with a ``[convergence]`` table: :func:`~nonmarkov.converge` from the
+    given parameters (or the guess at the convergence tolerance)."""
+    run = prepared.spec
+    settings = run.convergence or {}
+    dynamics = converge(
+        prepared.system,
+        prepared.baths[0],
+        run.initial_state,
+        run.start,
+        run.end,
+        settings["tolerance"],
+        observables=settings.get("observables"),
+        max_cost=settings.get("max_cost"),
+        max_seconds=settings.get("max_seconds"),
+        parameters=None if run.parameters is None else TempoParameters(**run.parameters),
+        method="tempo" if run.method == "tempo" else "process_tensor",
+        unique=run.unique,
+        progress_type=progress_type,
+        name=run.name,
+        options=prepared.options,
+    )
+    accepted = dynamics.metadata["convergence"]["parameters"]
+    parameters = TempoParameters(
+        dt=accepted["dt"], epsrel=accepted["epsrel"], dkmax=accepted["dkmax"]
+    )
+    return Execution(dynamics, parameters, [], [], 0.0)
+
+
 def execute(
     prepared: PreparedRun,
     progress_type: str | None = None,
@@ -274,6 +304,8 @@ def execute(
     tensors of earlier runs; the ones this run builds are added."""
     run = prepared.spec
     progress_type = check_progress_type(progress_type)
+    if run.convergence is not None:
+        return _converge(prepared, progress_type)
     parameters = resolve_parameters(run, prepared.system, prepared.baths)
     if run.method == "tempo":
         dynamics = tempo_compute(
@@ -485,8 +517,18 @@ def plot_results(
         times, values = dynamics.expectations_of(observables, real=True)
         if times is None:
             continue
+        bands = dynamics.error_bands(observables)
         for ax, (name, series) in zip(axes[:, 0], values.items()):
-            ax.plot(times, series, label=label)
+            (line,) = ax.plot(times, series, label=label)
+            if name in bands:
+                ax.fill_between(
+                    times,
+                    series - bands[name],
+                    series + bands[name],
+                    color=line.get_color(),
+                    alpha=0.25,
+                    linewidth=0,
+                )
             ax.set_ylabel(_axis_label(name))
     axes[-1, 0].set_xlabel("time t")
     if any(label is not None for label in labels):
