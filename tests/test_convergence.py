@@ -19,6 +19,7 @@ in the test (Richardson extrapolation of full-memory runs, its order checked).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -282,3 +283,68 @@ def test_spin_boson_against_a_converged_reference():
         true = _max_error(states, exact)
         estimate = float(np.max(dynamics.error_estimate))
         assert true <= estimate and estimate <= 10.0 * true and true <= tolerance
+
+
+SPEC = """
+name = "converged"
+
+[system]
+hamiltonian = { sigma_z = 0.3 }
+initial_state = "x+"
+
+[bath]
+coupling = { sigma_z = 0.5 }
+alpha = 0.5
+cutoff = 4.0
+temperature = 1.0
+
+[parameters]
+dt = 0.2
+dkmax = 2
+epsrel = 1e-7
+
+[times]
+end = 3.0
+
+[output]
+observables = ["sigma_x", "sigma_z"]
+
+[convergence]
+tolerance = 1e-3
+observables = ["sigma_x"]
+"""
+
+
+def test_a_convergence_table_in_a_spec_runs_converge_and_inspect_shows_the_ladder(tmp_path, capsys):
+    from nonmarkov import cli
+    from nonmarkov.io.spec import SpecError, parse_spec
+
+    spec = tmp_path / "converged.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    assert cli.main(["run", str(spec), "-o", str(out), "--progress", "silent"]) == 0
+    files = [f for f in os.listdir(out) if f.endswith((".h5", ".npz"))]
+    assert len(files) == 1
+    result = nm.import_dynamics(str(out / files[0]))
+    record = result.metadata["convergence"]
+    assert record["applies_to"] == ["sigma_x"] and record["estimate"] <= 1e-3
+    system, bath, rho0 = independent_boson("ohmic-T1", alpha=0.5)
+    direct = nm.converge(
+        system,
+        bath,
+        np.array([[0.5, 0.5], [0.5, 0.5]], dtype=complex),
+        0.0,
+        3.0,
+        1e-3,
+        parameters=coarse_start(),
+        observables={"sigma_x": np.array([[0, 1], [1, 0]], dtype=complex)},
+    )
+    np.testing.assert_allclose(result.states, direct.states, atol=1e-10)
+    capsys.readouterr()
+    assert cli.main(["inspect", str(out / files[0])]) == 0
+    shown = capsys.readouterr().out
+    assert "convergence: tolerance 0.001" in shown and "accepted" in shown
+    with pytest.raises(SpecError, match="convergence.tolerance"):
+        parse_spec(SPEC.replace("tolerance = 1e-3", "tolerance = 2.0"))
+    with pytest.raises(SpecError, match="convergence"):
+        parse_spec(SPEC.replace("tolerance = 1e-3", "tolerance = 1e-3\nmax_cost = -1"))

@@ -93,8 +93,9 @@ DEFAULT_MAX_LEVELS = 6
 Runner = Callable[[TempoParameters], list[Dynamics]]
 
 
-class ConvergenceError(RuntimeError):
-    """The tolerance could not be reached within the cost limit (or the levels).
+class ConvergenceError(ValueError):
+    """The tolerance could not be reached within the cost limit (or the levels): a
+    ``ValueError``, like the refusals of :mod:`nonmarkov.cost`.
 
     Attributes
     ----------
