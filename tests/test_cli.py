@@ -297,7 +297,14 @@ def test_run_reuses_one_process_tensor_over_a_sweep_of_systems(tmp_path):
         "tiny_0.h5",
         "tiny_0_pt.h5",
         "tiny_1.h5",
+        "tiny_sweep.h5",
     ]
+    # the sweep's results file: the grid by key path and each run's states
+    swept = nm.import_sweep(str(tmp_path / "out" / "tiny_sweep.h5"))
+    assert swept.names == ["system.hamiltonian.sigma_x"] and not swept.failed
+    numpy.testing.assert_array_equal(swept.grid["system.hamiltonian.sigma_x"], [0.5, 1.0])
+    first = nm.import_dynamics(str(tmp_path / "out" / "tiny_0.h5"))
+    numpy.testing.assert_array_equal(swept.stack("states")[0], first.states)
     inspected = _cli("inspect", "out/tiny_0_pt.h5", cwd=tmp_path)
     assert inspected.returncode == 0, inspected.stderr
     assert "kind: process tensor" in inspected.stdout
@@ -444,6 +451,55 @@ def test_uniform_runs_equal_the_python_calls(tmp_path):
         numpy.testing.assert_allclose(stored.states, expected.states, atol=1e-12)
     assert [result.reused_process_tensor for result in results] == [False, True]
     assert (tmp_path / "tiny.png").exists()
+
+
+def test_a_sweep_that_fails_keeps_its_finished_runs_and_resumes(tmp_path, monkeypatch):
+    """A spec's sweep runs on the sweeps' runner: a run that fails does not stop the
+    others, nothing is written to the outputs, the finished runs are kept, and the
+    same call again runs only the one that failed."""
+    spec = parse_spec(BASE + _options_table() + "[sweep]\nbath.alpha = [0.1, 0.2, 0.3]\n")
+    execute, ran = spec_run.execute, []
+
+    def failing(prepared, *args, **kwargs):
+        ran.append(prepared.spec.point["bath.alpha"])
+        if prepared.spec.point["bath.alpha"] == 0.2:
+            raise ValueError("the run broke")
+        return execute(prepared, *args, **kwargs)
+
+    monkeypatch.setattr(spec_run, "execute", failing)
+    with pytest.raises(ValueError, match="the run broke") as error:
+        spec_run.run_spec(spec, str(tmp_path / "out"), progress_type="silent")
+    assert "bath.alpha = 0.2" in "".join(error.value.__notes__) and ran == [0.1, 0.2, 0.3]
+    (kept,) = os.listdir(tmp_path / "out")  # the finished runs only, no output yet
+    assert kept == os.path.basename(spec_run.sweep_directory(spec, str(tmp_path / "out")))
+
+    monkeypatch.setattr(
+        spec_run, "execute", lambda *a, **k: (ran.append("again"), execute(*a, **k))[1]
+    )
+    results = spec_run.run_spec(spec, str(tmp_path / "out"), progress_type="silent")
+    assert ran[3:] == ["again"]  # only the run that failed
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "tiny.png",
+        "tiny_0.h5",
+        "tiny_1.h5",
+        "tiny_2.h5",
+        "tiny_sweep.h5",
+    ]
+    expected = nm.tempo_compute(
+        _system(),
+        nm.Bath(0.5 * SIGMA_Z, nm.PowerLawSD(0.3, 1.0, 5.0, "exponential", 0.2), name="bath"),
+        nm.operators.spin_dm("up"),
+        0.0,
+        1.0,
+        nm.TempoParameters(**PARAMETERS),
+        progress_type="silent",
+    )
+    stored = nm.import_dynamics(str(tmp_path / "out" / "tiny_2.h5"))
+    numpy.testing.assert_allclose(stored.states, expected.states, rtol=0, atol=1e-12)
+    assert stored.metadata["spec"]["point"] == {"bath.alpha": 0.3}
+    assert [r.dynamics.name for r in results] == [f"tiny (alpha = {a})" for a in (0.1, 0.2, 0.3)]
+    swept = nm.import_sweep(str(tmp_path / "out" / "tiny_sweep.h5"))
+    numpy.testing.assert_array_equal(swept.stack("states")[2], stored.states)
 
 
 def test_the_example_specs_are_valid():

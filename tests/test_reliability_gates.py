@@ -327,6 +327,7 @@ def test_overwrite_with_a_smaller_sweep_removes_the_old_outputs(tmp_path):
         "gate_0.h5",
         "gate_1.h5",
         "gate_2.h5",
+        "gate_sweep.h5",
     ]
     (tmp_path / "out" / "other.h5").write_text("not ours")
     small = "[sweep]\nbath.alpha = [0.1, 0.2]\n[parameters]"
@@ -336,13 +337,14 @@ def test_overwrite_with_a_smaller_sweep_removes_the_old_outputs(tmp_path):
         _spec(**{"[parameters]": "[sweep]\nparameters.dt = [0.1, 1e-12]\n[parameters]"})
     )
     _one_line_error(_cli("run", "bad.toml", "-o", "out", "--overwrite", cwd=tmp_path), "bad.toml")
-    assert len(os.listdir(tmp_path / "out")) == 5
+    assert len(os.listdir(tmp_path / "out")) == 6
     result = _cli("run", "s.toml", "-o", "out", "--overwrite", "--progress", "silent", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert sorted(os.listdir(tmp_path / "out")) == [
         "gate.png",
         "gate_0.h5",
         "gate_1.h5",
+        "gate_sweep.h5",
         "other.h5",
     ]
 
@@ -469,7 +471,9 @@ def test_a_sweep_point_that_fails_while_running_leaves_nothing_written(tmp_path)
     result = _cli("run", "f.toml", "-o", "out", "--progress", "silent", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "overflows" in result.stderr and "Traceback" not in result.stderr
-    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+    assert "bath.alpha = 1000000.0" in result.stderr  # the sweep point that failed
+    # no output; the finished run is kept for the same command to resume from
+    assert [name.split("-")[0] for name in os.listdir(tmp_path / "out")] == ["gate_sweep.points"]
 
 
 def test_a_long_full_memory_run_is_warned_with_its_least_time():

@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nonmarkov {args.command}: error: {text}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as error:  # a file of another kind, a run the library refuses
-        print(f"nonmarkov {args.command}: error: {error}", file=sys.stderr)
+        notes = "".join(f" {note}" for note in getattr(error, "__notes__", []))  # (sweep point)
+        print(f"nonmarkov {args.command}: error: {error}{notes}", file=sys.stderr)
         return EXIT_USAGE if args.command in ("plot", "inspect", "convert") else 1
     except BrokenPipeError:  # the reader went away (`nonmarkov inspect FILE | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

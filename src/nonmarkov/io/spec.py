@@ -19,7 +19,6 @@ import contextvars
 import copy
 import dataclasses
 import difflib
-import itertools
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from ..model.parameters import TempoParameters, check_tolerance
 from ..model.spectral_densities import DrudeLorentzSD, TabulatedSD, UnderdampedSD
 from ..model.system import System
 from ..options import EngineOptions, default_options
+from ..sweeps.grid import expand_grid
 
 T = TypeVar("T")
 
@@ -226,20 +226,19 @@ def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> 
                 raise SpecError(f"[{key}] is missing; a spec needs [system], [bath] and [times]")
         name = _file_name(tree.get("name", default_name), "name")
         sweep = _sweep(tree.get("sweep", {}))
-        points = math.prod(len(values) for values in sweep.values())
-        try:  # the library's one cost rule, before the points are expanded
-            affordable_run(
-                points,
-                0,
-                0,
-                "the sweep",
-                unit="sweep points",
-                cause=" x ".join(f"{len(v)} {k}" for k, v in sweep.items()),
-                held_bytes=points * SPEC_POINT_BYTES,
-                remedy="sweep fewer values",
-            )
-        except ValueError as error:
-            raise SpecError(f"[sweep]: {error}") from error
+        keys: list[str] = []
+        points: list[dict[str, Any]] = [{}]  # one run without a sweep
+        if sweep:
+            try:  # the grid of the library's sweeps: its value kinds, its cost rule
+                keys, points = expand_grid(
+                    sweep,
+                    label="sweep",
+                    method="the sweep",
+                    keywords=False,
+                    point_bytes=SPEC_POINT_BYTES,
+                )
+            except (TypeError, ValueError) as error:
+                raise SpecError(f"[sweep]: {error}") from error
         base = {key: value for key, value in tree.items() if key != "sweep"}
         if isinstance(base.get("method"), str):  # the short forms as tables, for the sweep
             base["method"] = {"name": base["method"]}
@@ -247,9 +246,7 @@ def parse_spec(text: str, source: str = "<spec>", default_name: str = "run") -> 
             base["parameters"] = {"guess": True}
         _sweep_targets(base, sweep)
         runs = []
-        keys = list(sweep)
-        for values in itertools.product(*(sweep[key] for key in keys)):
-            point = dict(zip(keys, values))
+        for point in points:
             point_tree = copy.deepcopy(base)
             for key, value in point.items():
                 _set_path(point_tree, key, value)
@@ -282,8 +279,6 @@ def _sweep(table: Any) -> dict[str, list]:
             for key, item in value.items():
                 walk(f"{prefix}.{key}" if prefix else str(key), item)
         elif isinstance(value, list):
-            if not value:
-                raise SpecError(f"sweep.{prefix} is an empty list; give at least one value")
             flat[prefix] = value
         else:
             raise SpecError(

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
+import json
 import os
 import platform
 import re
+import shutil
 import time
 import warnings
 from typing import Any
@@ -36,13 +39,17 @@ from typing import Any
 from .. import backends
 from .._version import __version__
 from ..io.atomic import atomic_path
-from ..io.results import Dynamics
+from ..io.results import Dynamics, import_dynamics
 from ..io.spec import RunSpec, Spec, SpecError
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
 from ..model.system import System
 from ..options import EngineOptions
 from ..progress import check_progress_type, logger
+from ..sweeps.grid import point_key
+from ..sweeps.runner import SERIAL, result_arrays, sweep
+from ..sweeps.store import Outcome
+from ..sweeps.store import write_results as write_sweep_results
 from .convergence import converge
 from .dynamics import compute_dynamics
 from .metadata import parameters_metadata
@@ -110,6 +117,8 @@ def prepare_spec(spec: Spec, output_dir: str, overwrite: bool = False) -> list[P
     ]
     if any(p.spec.plot for p in prepared):
         targets.append(plot_file(spec, output_dir))
+    if spec.sweep_keys:
+        targets.append(sweep_results_file(spec, output_dir))
     inside = os.path.realpath(output_dir)
     for target in targets:
         resolved = os.path.realpath(target)
@@ -162,13 +171,14 @@ def _output_directory(output_dir: Any) -> None:
 
 def stale_outputs(spec: Spec, output_dir: str, targets: list[str]) -> list[str]:
     """Files in ``output_dir`` that an earlier run of a spec of the same name wrote
-    (``<name>.h5``, ``<name>_<k>.h5``, their ``_pt*.h5``, ``<name>.png``) and that this
+    (``<name>.h5``, ``<name>_<k>.h5``, their ``_pt*.h5``, ``<name>.png``,
+    ``<name>_sweep.h5``) and that this
     spec will not write again: removed by ``overwrite`` so that no old result looks
     current."""
     if not os.path.isdir(output_dir):
         return []
     name = re.escape(spec.name)
-    pattern = re.compile(rf"{name}(_\d+)?(_pt\d*)?\.h5|{name}\.png")
+    pattern = re.compile(rf"{name}(_\d+)?(_pt\d*)?\.h5|{name}\.png|{name}_sweep\.h5")
     keep = {os.path.realpath(target) for target in targets}
     stale = []
     for entry in sorted(os.listdir(output_dir)):
@@ -366,80 +376,53 @@ def run_spec(
     """Run every run of ``spec``, write each one's dynamics to ``output_dir`` and plot
     them all; returns what each run produced. All checks (:func:`prepare_spec`) come
     before the first run, and every run before the first file is written: a run that
-    fails leaves the output directory as it was. With ``overwrite``, the outputs of an
-    earlier spec of the same name that this one does not write again are removed
+    fails leaves the output directory as it was, but for the finished points of a
+    sweep (:func:`sweep_directory`), which the same call made again reads back
+    instead of running them. With ``overwrite``, the outputs of an earlier spec of
+    the same name that this one does not write again are removed
     (:func:`stale_outputs`)."""
     progress_type = check_progress_type(progress_type)
     prepared_runs = prepare_spec(spec, output_dir, overwrite)
-    cache: dict[str, Any] = {}
-    results = []
-    pending: list[tuple[Any, str]] = []  # (dynamics or process tensor, file), written last
-    for k, prepared in enumerate(prepared_runs):
-        run = prepared.spec
-        if len(prepared_runs) > 1:
-            where = ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
-            logger.info("run %d of %d: %s", k + 1, len(prepared_runs), where)
-        done = execute(prepared, progress_type, cache)
-        dynamics = done.dynamics
-        dynamics.description = run.description
-        if _label(run) is not None:
-            dynamics.name = f"{run.name} ({_label(run)})"
-        dynamics.metadata.update(
-            {
-                "spec": {
-                    "text": spec.text,
-                    "source": spec.source,
-                    "name": spec.name,
-                    "run": k,
-                    "runs": len(prepared_runs),
-                    "point": run.point,
-                    "method": run.method,
-                    "construction": run.construction if run.method == "pt-tempo" else None,
-                },
-                "parameters_used": parameters_metadata(done.parameters),
-                "observables": {
-                    label: {"real": matrix.real.tolist(), "imag": matrix.imag.tolist()}
-                    for label, matrix in run.observables.items()
-                },
-                "provenance": provenance(command),
-                "process_tensor_build": {
-                    "wall_time_s": done.build_time,
-                    "reused": bool(done.reused) and all(done.reused),
-                    "reused_per_bath": done.reused,
-                },
-            }
-        )
-        written = []
-        if run.save_process_tensor:
-            stem = os.path.splitext(prepared.results_file)[0]
-            for j, (pt, reused) in enumerate(zip(done.process_tensors, done.reused)):
-                if reused:
-                    continue
-                # (a file not named in advance: guessed parameters that differ)
-                filename = prepared.process_tensor_files.get(j) or _pt_file(
-                    stem, j, len(done.process_tensors)
-                )
-                pending.append((pt, filename))
-                written.append(filename)
-        pending.append((dynamics, prepared.results_file))
-        results.append(
+    outputs: list[tuple[Any, str]] = []  # (dynamics, process tensor or staged file, file)
+    if spec.sweep_keys:
+        results, swept = _run_sweep(spec, prepared_runs, output_dir, progress_type, command)
+        outputs += [(staged, filename) for staged, filename in swept]
+    else:
+        prepared = prepared_runs[0]
+        dynamics, built, reused = _run_one(spec, 0, prepared, progress_type, {}, command)
+        outputs += built + [(dynamics, prepared.results_file)]
+        results = [
             RunResult(
-                run,
+                prepared.spec,
                 dynamics,
                 prepared.results_file,
-                written,
-                bool(done.reused) and all(done.reused),
+                [filename for _, filename in built],
+                bool(reused) and all(reused),
             )
-        )
-    targets = [filename for _, filename in pending] + [plot_file(spec, output_dir)]
+        ]
+    targets = [filename for _, filename in outputs] + [plot_file(spec, output_dir)]
+    if spec.sweep_keys:
+        targets.append(sweep_results_file(spec, output_dir))
     os.makedirs(output_dir, exist_ok=True)
     if overwrite:
         for filename in stale_outputs(spec, output_dir, targets):
             os.remove(filename)
             logger.info("removed %s (an output of the spec this one replaces)", filename)
-    for item, filename in pending:
-        item.export(filename, overwrite=overwrite)
+    for item, filename in outputs:
+        if isinstance(item, str):  # a file the sweep staged, complete
+            os.replace(item, filename)
+        else:
+            item.export(filename, overwrite=overwrite)
         logger.info("wrote %s", filename)
+    if spec.sweep_keys:
+        write_sweep_results(
+            sweep_results_file(spec, output_dir),
+            spec.sweep_keys,
+            [result.spec.point for result in results],
+            [_outcome(result.dynamics) for result in results],
+            f"nonmarkov run {spec.name}",
+        )
+        shutil.rmtree(sweep_directory(spec, output_dir), ignore_errors=True)
     if any(result.spec.plot for result in results):
         plot_results(
             [result.dynamics for result in results],
@@ -448,6 +431,165 @@ def run_spec(
             title=spec.name,
         )
     return results
+
+
+def _run_one(
+    spec: Spec,
+    k: int,
+    prepared: PreparedRun,
+    progress_type: str,
+    cache: dict[str, Any],
+    command: list[str] | None,
+) -> tuple[Dynamics, list[tuple[Any, str]], list[bool]]:
+    """Run ``k`` of ``spec``: its dynamics with the spec, parameters, observables and
+    provenance in its metadata; the process tensors it built that are to be saved,
+    with their files; whether each bath's process tensor came from ``cache``."""
+    run = prepared.spec
+    done = execute(prepared, progress_type, cache)
+    dynamics = done.dynamics
+    dynamics.description = run.description
+    if _label(run) is not None:
+        dynamics.name = f"{run.name} ({_label(run)})"
+    dynamics.metadata.update(
+        {
+            "spec": {
+                "text": spec.text,
+                "source": spec.source,
+                "name": spec.name,
+                "run": k,
+                "runs": len(spec.runs),
+                "point": run.point,
+                "method": run.method,
+                "construction": run.construction if run.method == "pt-tempo" else None,
+            },
+            "parameters_used": parameters_metadata(done.parameters),
+            "observables": {
+                label: {"real": matrix.real.tolist(), "imag": matrix.imag.tolist()}
+                for label, matrix in run.observables.items()
+            },
+            "provenance": provenance(command),
+            "process_tensor_build": {
+                "wall_time_s": done.build_time,
+                "reused": bool(done.reused) and all(done.reused),
+                "reused_per_bath": done.reused,
+            },
+        }
+    )
+    built = []
+    if run.save_process_tensor:
+        stem = os.path.splitext(prepared.results_file)[0]
+        for j, (pt, reused) in enumerate(zip(done.process_tensors, done.reused)):
+            if not reused:  # (a file not named in advance: guessed parameters that differ)
+                filename = prepared.process_tensor_files.get(j) or _pt_file(
+                    stem, j, len(done.process_tensors)
+                )
+                built.append((pt, filename))
+    dynamics.metadata["process_tensor_files"] = [filename for _, filename in built]
+    return dynamics, built, done.reused
+
+
+def sweep_directory(spec: Spec, output_dir: str) -> str:
+    """Where the runs of a spec's sweep are kept as they finish (the sweep's point
+    files, each run's dynamics and process tensors), until all have finished:
+    ``<output_dir>/<name>_sweep.points-<fingerprint>``, the fingerprint of the spec's
+    text, the library version, the backend and the precision, so that only the
+    same spec run the same way resumes from it."""
+    described = [spec.text, __version__, backends.get_backend(), backends.get_precision()]
+    fingerprint = hashlib.sha256(json.dumps(described).encode()).hexdigest()[:12]
+    return os.path.join(output_dir, f"{spec.name}_sweep.points-{fingerprint}")
+
+
+def sweep_results_file(spec: Spec, output_dir: str) -> str:
+    """The sweep results file of a spec with a ``[sweep]``: ``<name>_sweep.h5``
+    (:func:`nonmarkov.sweeps.import_sweep`: the grid by key path, and each run's
+    ``times`` and ``states``)."""
+    return os.path.join(output_dir, f"{spec.name}_sweep.h5")
+
+
+def _outcome(dynamics: Dynamics) -> Outcome:
+    return Outcome("ok", result_arrays(dynamics), "", dynamics.statistics.get("wall_time_s", 0.0))
+
+
+def _run_sweep(
+    spec: Spec,
+    prepared_runs: list[PreparedRun],
+    output_dir: str,
+    progress_type: str,
+    command: list[str] | None,
+) -> tuple[list[RunResult], list[tuple[str, str]]]:
+    """The runs of a spec's ``[sweep]`` on :func:`nonmarkov.sweeps.sweep`, in this
+    process, one after another (runs that share a process tensor build it once):
+    each finished run's files are staged in :func:`sweep_directory` with the
+    sweep's point file, so that the call made again after an interruption or a
+    failure reads them back instead of running them. Returns the results and the
+    (staged file, output file) pairs; the first failure is raised after the other
+    runs, with its sweep point."""
+    directory = sweep_directory(spec, output_dir)
+    index = {point_key(prepared.spec.point): k for k, prepared in enumerate(prepared_runs)}
+    cache: dict[str, Any] = {}
+    failures: dict[int, Exception] = {}
+    computed: dict[int, Dynamics] = {}
+
+    def run_point(**point: Any) -> Dynamics:
+        k = index[point_key(point)]
+        prepared = prepared_runs[k]
+        logger.info("run %d of %d: %s", k + 1, len(prepared_runs), _point_text(prepared.spec))
+        try:
+            dynamics, built, reused = _run_one(spec, k, prepared, progress_type, cache, command)
+            for pt, filename in built:
+                pt.export(_staged(directory, k, filename), overwrite=True)
+            dynamics.export(_staged(directory, k, prepared.results_file), overwrite=True)
+        except Exception as error:
+            failures[k] = error
+            raise
+        computed[k] = dynamics
+        return dynamics
+
+    with warnings.catch_warnings():  # the first failure is raised below
+        warnings.filterwarnings("ignore", message="sweep: .* failed", category=UserWarning)
+        swept = sweep(
+            run_point,
+            [prepared.spec.point for prepared in prepared_runs],
+            SERIAL,
+            cache_dir=directory,
+            progress_type=progress_type,
+            key_paths=True,
+        )
+    if swept.failed:
+        k = swept.failed[0]
+        finished = len(swept.ok)
+        note = (
+            f"(run {k} of the sweep, at the sweep point {_point_text(prepared_runs[k].spec)}; "
+            f"{len(swept.failed)} of {len(swept)} runs failed; the {finished} finished are "
+            f"kept in {directory}: the same command again runs only the others)"
+        )
+        error = failures.get(k)
+        if error is None:
+            raise RuntimeError(f"{swept.errors[k].strip()}\n{note}")
+        error.add_note(note)
+        raise error
+    results, staged = [], []
+    for k, prepared in enumerate(prepared_runs):
+        if k in computed:
+            dynamics = computed[k]
+        else:  # finished by an earlier call
+            dynamics = import_dynamics(_staged(directory, k, prepared.results_file))
+        pt_files = list(dynamics.metadata.get("process_tensor_files", []))
+        staged += [(_staged(directory, k, f), f) for f in pt_files]
+        staged.append((_staged(directory, k, prepared.results_file), prepared.results_file))
+        reused = dynamics.metadata["process_tensor_build"]["reused"]
+        results.append(RunResult(prepared.spec, dynamics, prepared.results_file, pt_files, reused))
+    return results, staged
+
+
+def _point_text(run: RunSpec) -> str:
+    """The sweep point of ``run`` by key path: ``bath.alpha = 0.2, ...``."""
+    return ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
+
+
+def _staged(directory: str, k: int, filename: str) -> str:
+    """Where run ``k`` of a sweep keeps the output ``filename`` until the sweep ends."""
+    return os.path.join(directory, f"run-{k}-{os.path.basename(filename)}")
 
 
 def _label(run: RunSpec) -> str | None:

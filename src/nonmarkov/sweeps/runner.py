@@ -270,6 +270,7 @@ def sweep(
     resume: bool = True,
     max_workers: int | None = None,
     progress_type: str | None = None,
+    key_paths: bool = False,
 ) -> SweepResults:
     """Run ``function(**point)`` for every point of ``parameter_grid``.
 
@@ -304,6 +305,9 @@ def sweep(
         Use a new results file or cache directory when ``function`` changes.
     max_workers : workers of the default process pool.
     progress_type : ``'bar'``, ``'simple'`` or ``'silent'``.
+    key_paths : False: parameter names are Python identifiers (keyword arguments
+        of ``function``); True: any non-empty text, such as a spec's key paths
+        ``bath.alpha`` (``function`` takes them as ``**point``).
 
     Returns a :class:`~nonmarkov.sweeps.SweepResults` in grid order. A point
     whose function raises is ``'failed'`` with its traceback in ``errors`` (a
@@ -312,7 +316,7 @@ def sweep(
     """
     if not callable(function):
         raise TypeError(f"function must be callable; got {function!r}")
-    names, points = expand_grid(parameter_grid)
+    names, points = expand_grid(parameter_grid, keywords=not check.boolean(key_paths, "key_paths"))
     resume = check.boolean(resume, "resume")
     progress_type = check_progress_type(progress_type)
     results_file = _check_results_file(results_file)
