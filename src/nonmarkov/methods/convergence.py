@@ -92,7 +92,8 @@ def converge(
 
     Returns
     -------
-    A :class:`~nonmarkov.Dynamics` (a list of them for a list of systems) computed
+    A :class:`~nonmarkov.Dynamics` (a list of them for a list of systems, whose
+    error estimates are the largest over the systems) computed
     with the accepted parameters (``metadata['convergence']['parameters']``), with
     :attr:`~nonmarkov.Dynamics.error_estimate` (N,) per time for the states,
     :meth:`~nonmarkov.Dynamics.observable_errors` for the observables, and the
