@@ -14,12 +14,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ...backends import numerical_backend
-
-
-def _jax() -> Any:
-    import jax
-
-    return jax
+from .modules import jax_modules
 
 
 def _compiler_options(optimization_level: int = 1, platform: str | None = None) -> dict[str, Any]:
@@ -38,7 +33,7 @@ def _compiler_options(optimization_level: int = 1, platform: str | None = None) 
     system's limit (``vm.max_map_count``) after a few thousand kernels; site by
     site, a long run compiles hundreds.
     """
-    if (platform or _jax().default_backend()) == "cpu":
+    if (platform or jax_modules()[0].default_backend()) == "cpu":
         return {
             "xla_backend_optimization_level": optimization_level,
             "xla_cpu_use_fusion_emitters": False,
@@ -67,7 +62,7 @@ def compile_kernel(
     that of the device the kernel will run on (:mod:`.placement`; default JAX's
     default backend); a kernel is compiled for the device of its arguments.
     """
-    jax = _jax()
+    jax = jax_modules()[0]
 
     @functools.wraps(function)
     def full_precision(*args: Any, **kwargs: Any) -> Any:

@@ -20,17 +20,11 @@ import math
 from typing import Any
 
 from ...kernels.truncation import SKETCH_MIN_SIDE, SKETCH_OVERSAMPLING, rank_rule
+from .modules import jax_modules
 from .padding import _padded_qr
 
 #: how the sketch loop ended
 _GOING, _DONE, _PLAIN, _WIDER = 0, 1, 2, 3
-
-
-def _jax() -> tuple[Any, Any]:
-    import jax.numpy as jnp
-    from jax import lax
-
-    return jnp, lax
 
 
 def cut(matrix: Any, keep: int, epsrel: Any, max_rank: int | None, svd: Any) -> tuple[Any, ...]:
@@ -43,7 +37,7 @@ def cut(matrix: Any, keep: int, epsrel: Any, max_rank: int | None, svd: Any) -> 
     which multiplied through the window would become slow subnormal numbers).
     ``keep`` may exceed min(R, C): the result is padded with zeros.
     """
-    jnp, lax = _jax()
+    _, jnp, lax = jax_modules()
     u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=svd)
     rank = rank_rule(s, epsrel, max_rank, jnp)
     return _kept(matrix, u, s, vh, rank, keep)
@@ -52,7 +46,7 @@ def cut(matrix: Any, keep: int, epsrel: Any, max_rank: int | None, svd: Any) -> 
 def _kept(matrix: Any, u: Any, s: Any, vh: Any, rank: Any, keep: int) -> tuple[Any, ...]:
     """(u, s, vh) masked beyond ``rank`` and off the nonzero rows and columns of
     ``matrix``, cut or padded to ``keep`` values; and the rank."""
-    jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     width = s.shape[0]
     kept = jnp.arange(width) < rank
     rows = jnp.any(matrix != 0.0, axis=1).astype(matrix.dtype)
@@ -93,7 +87,7 @@ def zip_up_cut(
     Returns u (R, keep), s (keep,), vh (keep, C), the rank (int32) and the sketch
     width the cut wanted beyond W (int32, 0 when it fitted).
     """
-    jnp, lax = _jax()
+    _, jnp, lax = jax_modules()
     if gaussians is None:
         return (*cut(matrix, keep, epsrel, max_rank, svd), jnp.int32(0))
     rows = groups * copies
@@ -135,7 +129,7 @@ def _sketch(
     sketch's SVD follows; plain: a plain SVD is the host's choice; wider: W is too
     narrow), the left vectors (R, K), values (K,), right vectors (K, C) and rank of
     a done cut, and the total sketch width a wider one wanted."""
-    jnp, lax = _jax()
+    _, jnp, lax = jax_modules()
     dtype = matrix.dtype
     total_rows, total_columns = matrix.shape
     width_cap = gaussians.shape[1] // 2
@@ -247,7 +241,7 @@ def _sketch(
 def _missed_norm(residual: Any, block: Any, part: Any) -> Any:
     """|residual - block part|_F as on the host: from the norms where their difference
     is well above its rounding error, else formed."""
-    jnp, lax = _jax()
+    _, jnp, lax = jax_modules()
     total = jnp.vdot(residual, residual).real
     missed_squared = total - jnp.vdot(part, part).real
     return lax.cond(

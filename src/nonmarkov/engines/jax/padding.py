@@ -14,13 +14,7 @@ from typing import Any
 
 import numpy as default_np
 
-
-def _jax() -> tuple[Any, Any, Any]:
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
-    return jax, jnp, lax
+from .modules import jax_modules
 
 
 def _used_columns(matrix: Any, bond: int) -> Any:
@@ -31,20 +25,20 @@ def _used_columns(matrix: Any, bond: int) -> Any:
     such noise makes later QR steps produce subnormal numbers, which are
     very slow on a CPU. Zeroing it is exact.
     """
-    _, jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     used = jnp.any(matrix.reshape(matrix.shape[0], -1, bond) != 0.0, axis=(0, 1))
     return used.astype(matrix.dtype)
 
 
 def _pad_to(array: Any, shape: tuple[int, ...]) -> Any:
     """``array`` padded with zeros at the end of every axis to ``shape``."""
-    _, jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     return jnp.pad(array, [(0, total - have) for have, total in zip(array.shape, shape)])
 
 
 def _extent(array: Any, axis: int) -> Any:
     """Used length of ``axis``: one past the last index with a nonzero entry (int32)."""
-    _, jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     others = tuple(k for k in range(array.ndim) if k != axis)
     used = jnp.any(array != 0.0, axis=others)
     return jnp.max(jnp.where(used, jnp.arange(1, used.shape[0] + 1, dtype=jnp.int32), 0))
@@ -59,7 +53,7 @@ def _padded_qr(matrix: Any) -> tuple[Any, Any]:
     Without the fill LAPACK completes Q on the padding through products of
     tiny numbers that become subnormal, which is up to 100x slower on a CPU.
     """
-    _, jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     rows, width = matrix.shape
     unused = jnp.all(matrix == 0.0, axis=0)
     fill = jnp.eye(rows, width, k=width - rows, dtype=matrix.dtype)

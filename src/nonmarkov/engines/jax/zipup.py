@@ -30,24 +30,18 @@ from typing import Any
 
 from . import compiler
 from .cuts import cut, zip_up_cut
+from .modules import jax_modules
 from .padding import _extent, _svd_algorithm
 
 #: the site kernels of a step, by name (``lax.switch`` branches pick among them)
 SKIP, TRACE, CUT = 0, 1, 2
 
 
-def _jax() -> tuple[Any, Any]:
-    import jax.numpy as jnp
-    from jax import lax
-
-    return jnp, lax
-
-
 def couple(carry: Any, site: Any, lag: Any) -> Any:
     """The zip-up matrix of a site: ``T[(l, c), (p, k)]`` (D c, m D) from the site
     ``S[l, p, r]`` (D, m, D), its lag matrix ``I[c, p]`` (c, m) and the carry
     ``C[(r, c), k]`` (D c, D) from the older sites."""
-    jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     bond, dim_m, _ = site.shape
     rows = lag.shape[0]
     by_class = jnp.moveaxis(carry.reshape(bond, rows, bond), 1, 0)  # (c, r, k)
@@ -59,7 +53,7 @@ def couple(carry: Any, site: Any, lag: Any) -> Any:
 def traced(site: Any, lag: Any) -> Any:
     """The first carry from a traced oldest site: ``sum_{p, r} S[l, p, r] I[c, p]``
     as ``C[(l, c), k]`` (D c, D), nonzero in column k = 0 only."""
-    jnp, _ = _jax()
+    _, jnp, _ = jax_modules()
     bond = site.shape[0]
     vector = jnp.einsum("lpr,cp->lc", site, lag).reshape(-1, 1)
     return jnp.pad(vector, ((0, 0), (0, bond - 1)))
@@ -68,7 +62,7 @@ def traced(site: Any, lag: Any) -> Any:
 def read_out(front: Any, sites: Any, count: Any) -> tuple[Any, Any]:
     """The window summed over every site's classes: (x,) and the log of the scale it
     was divided by (contracted from the oldest site, rescaled on the way)."""
-    jnp, lax = _jax()
+    _, jnp, lax = jax_modules()
     capacity, bond = sites.shape[0], sites.shape[1]
 
     def contract(carry: tuple[Any, Any], inputs: tuple[Any, Any]) -> tuple[Any, None]:
@@ -122,7 +116,7 @@ def step(
     for ``'trace'``; for ``'finalize'`` (the split-off site (D, m, D), its rank
     (0 when nothing was split off), the log-scale before the step).
     """
-    jnp, lax = _jax()
+    _, jnp, lax = jax_modules()
     dim_x, bond = front.shape
     capacity, dim_m = sites.shape[0], sites.shape[2]
     rows = constants["carrier"].shape[1]
