@@ -22,11 +22,11 @@ import numpy as default_np
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions
 from ..batched import BatchedChainRun, HostBatchedChainEngine, folded
-from ..host import HostChainEngine, in_memory
+from ..host import in_memory
 from . import placement, planner
-from .chain import SCANNED, _platform, stack_padded, table_bytes
+from .chain import SCANNED, _platform
 from .compiler import compile_kernel
-from .engine import StepsOnHost
+from .engine import StepsOnHost, scan_tables
 from .planner import SCAN_BYTES
 
 
@@ -142,29 +142,12 @@ class JaxBatchedChainEngine(StepsOnHost, HostBatchedChainEngine):
         if not (run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)):
             return self._on_host(run, "no process tensor, or not in memory")
         dtype = np.dtype_complex
-        with numpy_in_this_thread():  # the caps on the host, once
-            prepared = HostChainEngine().prepare(pts, run.num_steps, True)
-            steps = [
-                (
-                    [pt.get_step_tensor(k)[0] for k in range(run.num_steps)],
-                    [on_host.cap(k) for k in range(run.num_steps)],
-                )
-                for pt, on_host in zip(pts, prepared)
-            ]
         firsts, seconds, rows, per_member = propagator_table(run)
-        itemsize = default_np.dtype(dtype).itemsize
-        needed = sum(table_bytes(t, c, dtype) for t, c in steps) + 2 * firsts.size * itemsize
-        if needed > SCAN_BYTES:
+        propagator_bytes = 2 * firsts.size * default_np.dtype(dtype).itemsize
+        tables = scan_tables(pts, run.num_steps, dtype, propagator_bytes)
+        if tables is None:
             return self._on_host(run, f"tables above {SCAN_BYTES / 2**30:.0f} GiB")
-        baths = tuple(
-            (
-                default_np.asarray(pt.transform_in, dtype),
-                default_np.asarray(pt.transform_out, dtype),
-                default_np.asarray(pt.get_step_tensor(0)[1], default_np.int32),
-                *stack_padded(tensors, caps, dtype),
-            )
-            for pt, (tensors, caps) in zip(pts, steps)
-        )
+        baths = tuple(tables)
         members, d2 = default_np.shape(run.initial)
         work = placement.chain_work(members, [bath[3].shape[1] for bath in baths], d2)
         placed = placement.place(self._options.device, work)

@@ -94,7 +94,7 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
             key = (entry, run.num_steps, run.record_all, d2, str(placed.device), tuple(bonds))
             pays, reason = planner.scan_pays(steps, work, key in SCANNED, self._options)
             if pays or placed.where == placement.ACCELERATOR:
-                baths = self._tables(pts, run.num_steps, np.dtype_complex)
+                baths = scan_tables(pts, run.num_steps, np.dtype_complex)
                 if baths is not None:
                     self.decisions.append((entry, planner.COMPILED, reason))
                     return baths, placed.device, key
@@ -162,33 +162,6 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
         run.on_step(2 * run.num_steps)
         return readouts, derivatives
 
-    @staticmethod
-    def _tables(
-        pts: Sequence[BaseProcessTensor], num_steps: int, dtype: Any
-    ) -> list[tuple[Any, ...]] | None:
-        """Per process tensor (transform_in, transform_out, classes, table, cap table,
-        rows) for :mod:`.chain`, or None if the tables exceed :data:`~.planner.SCAN_BYTES`."""
-        with numpy_in_this_thread():  # the caps on the host, once
-            prepared = HostChainEngine().prepare(pts, num_steps, True)
-            steps = [
-                (
-                    [pt.get_step_tensor(k)[0] for k in range(num_steps)],
-                    [on_host.cap(k) for k in range(num_steps)],
-                )
-                for pt, on_host in zip(pts, prepared)
-            ]
-        if sum(table_bytes(tensors, caps, dtype) for tensors, caps in steps) > SCAN_BYTES:
-            return None
-        return [
-            (
-                pt.transform_in,
-                pt.transform_out,
-                default_np.asarray(pt.get_step_tensor(0)[1], dtype=int),
-                *stack_padded(tensors, caps, dtype),
-            )
-            for pt, (tensors, caps) in zip(pts, steps)
-        ]
-
     def differentiable(
         self,
         process_tensors: Sequence[BaseProcessTensor],
@@ -198,13 +171,42 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
         dt: float,
     ) -> Callable[..., Any]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.differentiable`."""
-        baths = self._tables(list(process_tensors), num_steps, np.dtype_complex)
+        baths = scan_tables(list(process_tensors), num_steps, np.dtype_complex)
         if baths is None:
             raise ValueError(
                 f"the padded step tensors of these process tensors exceed "
                 f"{SCAN_BYTES / 2**30:.0f} GiB, too large for the compiled scan"
             )
         return differentiable_chain(baths, generator, dt, record_all)
+
+
+def scan_tables(
+    pts: Sequence[BaseProcessTensor], num_steps: int, dtype: Any, extra_bytes: int = 0
+) -> list[tuple[Any, ...]] | None:
+    """Per process tensor (transform_in, transform_out, classes (d^2,) int32, table,
+    cap table, rows) for :mod:`.chain` in ``dtype``, or None if the tables and
+    ``extra_bytes`` exceed :data:`~.planner.SCAN_BYTES`."""
+    with numpy_in_this_thread():  # the caps on the host, once
+        prepared = HostChainEngine().prepare(pts, num_steps, True)
+        steps = [
+            (
+                [pt.get_step_tensor(k)[0] for k in range(num_steps)],
+                [on_host.cap(k) for k in range(num_steps)],
+            )
+            for pt, on_host in zip(pts, prepared)
+        ]
+    needed = sum(table_bytes(tensors, caps, dtype) for tensors, caps in steps)
+    if needed + extra_bytes > SCAN_BYTES:
+        return None
+    return [
+        (
+            default_np.asarray(pt.transform_in, dtype),
+            default_np.asarray(pt.transform_out, dtype),
+            default_np.asarray(pt.get_step_tensor(0)[1], default_np.int32),
+            *stack_padded(tensors, caps, dtype),
+        )
+        for pt, (tensors, caps) in zip(pts, steps)
+    ]
 
 
 def _stacked_propagators(run: ChainRun) -> tuple[default_np.ndarray, default_np.ndarray]:
