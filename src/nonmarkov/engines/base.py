@@ -243,16 +243,23 @@ class ChainRun:
     step k is the state at t_{k+1}. (How a :class:`~nonmarkov.Control`'s pre-
     and post-controls map onto these: :func:`nonmarkov.methods.dynamics.chain_controls`.)
 
+    A run of a batched chain engine (:mod:`.batched`) has a member axis: B states
+    through the same process-tensor steps, each member with its own propagators
+    and controls where they are given per member.
+
     Parameters
     ----------
-    initial : (d^2,) the vectorised initial state.
+    initial : (d^2,) the vectorised initial state; (B, d^2) for a batched engine.
     num_steps : number of steps N.
-    propagators : ``propagators(k)`` -> (first, second), (d^2, d^2) each.
+    propagators : ``propagators(k)`` -> (first, second), (d^2, d^2) each; a
+        batched engine also takes (B, d^2, d^2), one per member. Return the same
+        array objects while they do not change (their derived arrays are reused).
     constant_propagators : whether they are the same at every step.
     controls : ``controls(k)`` -> (before, after), the superoperators applied
-        before and after the propagation of step k, each (d^2, d^2) or None;
-        or None (no controls at all).
-    process_tensors : the process tensors (each of at least N steps).
+        before and after the propagation of step k, each (d^2, d^2) or None
+        (batched: or (B, d^2, d^2)); or None (no controls at all).
+    process_tensors : the process tensors, shared by all members (each of at
+        least N steps).
     record_all : read out after every step (else after the last only).
     on_step : called with the number of steps done since the last call (progress).
     """

@@ -19,8 +19,7 @@ vmapped ``lax.scan``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as default_np
@@ -30,47 +29,17 @@ from ..backends.numerical_backend import np
 from ..kernels.batched import apply_superoperators, close_bonds_batched
 from ..kernels.chain import apply_step_tensor
 from ..options import EngineOptions, resolve
-from .base import PreparedProcessTensor
+from .base import ChainRun, PreparedProcessTensor
 from .host import HostChainEngine
 from .shared import LastArguments
-
-
-@dataclasses.dataclass(frozen=True)
-class BatchedChainRun:
-    """A whole propagation of a batch of B states through process-tensor steps
-    (host arrays); as :class:`~nonmarkov.engines.base.ChainRun`, member by member.
-
-    Parameters
-    ----------
-    initial : (B, d^2) the vectorised initial states.
-    num_steps : number of steps N.
-    propagators : ``propagators(k)`` -> (first, second), each (d^2, d^2) shared
-        by all members or (B, d^2, d^2) one per member. Return the same array
-        objects while they do not change (their derived arrays are reused).
-    constant_propagators : whether they are the same at every step.
-    controls : ``controls(k)`` -> (before, after), each None, (d^2, d^2) or
-        (B, d^2, d^2): applied before and after the propagation of step k; or None.
-    process_tensors : the process tensors shared by all members (each of at
-        least N steps).
-    record_all : read out after every step (else after the last only).
-    on_step : called with the number of steps done since the last call.
-    """
-
-    initial: Any
-    num_steps: int
-    propagators: Callable[[int], tuple[Any, Any]]
-    constant_propagators: bool
-    controls: Callable[[int], tuple[Any, Any]] | None
-    process_tensors: Sequence[Any]
-    record_all: bool
-    on_step: Callable[[int], None] = lambda count: None
 
 
 class BatchedChainEngine(Protocol):
     """Propagation of a batch of system states through process-tensor steps."""
 
-    def run(self, run: BatchedChainRun) -> default_np.ndarray:
-        """The read-outs (B, d^2) after every step, (N, B, d^2), or after the last
+    def run(self, run: ChainRun) -> default_np.ndarray:
+        """The read-outs of a run with a member axis (``run.initial`` (B, d^2)):
+        (B, d^2) after every step, (N, B, d^2), or after the last
         step only, (1, B, d^2); host arrays."""
 
     def stepping(self) -> contextlib.AbstractContextManager[Any]:
@@ -150,7 +119,7 @@ class HostBatchedChainEngine:
             state = apply_superoperators(state, pt.transform_out)
         return apply_superoperators(state, second)
 
-    def run(self, run: BatchedChainRun) -> default_np.ndarray:
+    def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`BatchedChainEngine.run`."""
         prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)
         initial = default_np.asarray(run.initial)

@@ -24,7 +24,7 @@ from .. import config
 from .. import validation as check
 from .._threads import hot_loop_threads
 from ..engines import batched_chain_engine
-from ..engines.batched import BatchedChainRun
+from ..engines.base import ChainRun
 from ..io.batched import BatchedDynamics
 from ..model.control import Control
 from ..model.parameterized import ParameterizedSystem
@@ -368,7 +368,7 @@ def _run_chunks(
     results: list[Any] = [initial]
     with Progress(num_steps * len(chunks), progress_type, "dynamics") as bar:
         for members in chunks:
-            run = BatchedChainRun(
+            run = ChainRun(
                 initial=initial[members.start : members.stop],
                 num_steps=num_steps,
                 propagators=MemberPropagators(

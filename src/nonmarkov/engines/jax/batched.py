@@ -21,7 +21,8 @@ import numpy as default_np
 
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions
-from ..batched import BatchedChainRun, HostBatchedChainEngine, folded
+from ..base import ChainRun
+from ..batched import HostBatchedChainEngine, folded
 from ..host import in_memory
 from . import placement, planner
 from .chain import SCANNED, _platform
@@ -92,7 +93,7 @@ def _compiled_batch(record_all: bool, per_member: bool, backend: str) -> Any:
 
 
 def propagator_table(
-    run: BatchedChainRun,
+    run: ChainRun,
 ) -> tuple[default_np.ndarray, default_np.ndarray, default_np.ndarray, bool]:
     """(firsts, seconds, rows, per_member): the distinct folded propagator pairs of
     ``run`` as (U, d^2, d^2) (shared) or (U, B, d^2, d^2) (per member), and each
@@ -131,12 +132,12 @@ class JaxBatchedChainEngine(StepsOnHost, HostBatchedChainEngine):
         #: ('run', 'compiled' or 'host', why) per run
         self.decisions: list[tuple[str, str, str]] = []
 
-    def _on_host(self, run: BatchedChainRun, reason: str) -> default_np.ndarray:
+    def _on_host(self, run: ChainRun, reason: str) -> default_np.ndarray:
         self.decisions.append(("run", planner.HOST, reason))
         with numpy_in_this_thread():
             return super().run(run)
 
-    def run(self, run: BatchedChainRun) -> default_np.ndarray:
+    def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.batched.BatchedChainEngine.run`."""
         pts = list(run.process_tensors)
         if not (run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)):
