@@ -15,13 +15,15 @@ steps) and runs them as one compiled program when a result is needed
 (:meth:`JaxTebdEngine.read_out`, which the program ends with; the bonds; the
 sites): one kernel per step of PT-TEBD, one read-back of its results. A
 two-site update (:func:`_two_site`) is that of
-:func:`nonmarkov.kernels.tebd.two_site_update`: the splits (at their full
-width on the padded sizes, min(L A, p R)), the gate, the SVD of the pair, each
-truncated by :func:`~nonmarkov.kernels.truncation.rank_rule` traced
-(:func:`.cuts.cut`), with ``max_rank``; the new bond's rank stays on the
-device. The read-back gives the largest rank the program wanted: above D, the
-program is run again from its start with the bucket that holds it (a redo;
-the operations are pure functions of their inputs). Kernels are cached per
+:func:`nonmarkov.kernels.tebd.two_site_update`: the splits of bathed sites,
+the gate, the SVD of the pair, each truncated by
+:func:`~nonmarkov.kernels.truncation.rank_rule` traced (:func:`.cuts.cut`),
+with ``max_rank``; the ranks stay on the device. The part of a split site that
+meets the gate is cut to the split bucket S (a bond bucket too), so that the
+pair's SVD is (S p, p S) at most, not (L A p, p A R). The read-back gives the
+largest ranks the program wanted: above D (or S), the program is run again
+from its start with the bucket that holds it (a redo; the operations are pure
+functions of their inputs). Kernels are cached per
 program, bucket and shape; :class:`TebdRunStats` counts them.
 
 Requires JAX.
@@ -74,34 +76,39 @@ def _two_site(
     true: Any,
     centre_right: bool,
     width: int,
+    split: int,
     split_left: bool,
     split_right: bool,
     max_rank: int | None,
     svd: Any,
-) -> tuple[Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any]:
     """The update of :func:`nonmarkov.kernels.tebd.two_site_update` on padded sites.
 
     ``left`` (L, p, A, M), ``right`` (M, q, A', R), ``gate`` (p q, p q); ``true``
-    the int32 true sizes (l, a, a', r); the new bond gets ``width`` columns;
+    the int32 true sizes (l, a, a', r); the new bond gets ``width`` columns, the
+    part of a split site that meets the gate at most ``split``;
     ``split_left``/``split_right``: whether the site has an augmented leg (true
     a > 1, as the host decides). Returns the new sites, the log of the norm divided
-    out, and the kept rank (int32; above ``width`` the result is cut and the caller
-    redoes it).
+    out, the kept rank and the largest rank of the splits (int32; above ``width``
+    or ``split`` the result is cut and the caller redoes it).
     """
     jnp = _jnp()
     big_l, p, big_a, big_m = left.shape
     _, q, big_a2, big_r = right.shape
     dtype = left.dtype
     matrix = jnp.transpose(left, (0, 2, 1, 3)).reshape(big_l * big_a, p * big_m)
+    split_rank = jnp.int32(0)
     if split_left:
-        u, s, vh, _ = cut(matrix, min(matrix.shape), epsrel, max_rank, svd)
+        u, s, vh, rank = cut(matrix, min(split, *matrix.shape), epsrel, max_rank, svd)
+        split_rank = jnp.maximum(split_rank, rank)
         q_l = u.reshape(big_l, big_a, -1)
         r_l = (s.astype(dtype)[:, None] * vh).reshape(-1, p, big_m)
     else:
         q_l, r_l = None, matrix.reshape(big_l * big_a, p, big_m)
     matrix = right.reshape(big_m * q, big_a2 * big_r)
     if split_right:
-        u, s, vh, _ = cut(matrix, min(matrix.shape), epsrel, max_rank, svd)
+        u, s, vh, rank = cut(matrix, min(split, *matrix.shape), epsrel, max_rank, svd)
+        split_rank = jnp.maximum(split_rank, rank)
         r_r = (u * s.astype(dtype)[None, :]).reshape(big_m, q, -1)
         q_r = vh.reshape(-1, big_a2, big_r)
     else:
@@ -134,7 +141,7 @@ def _two_site(
         _keep(big_a2, true[2], dtype)[None, None, :, None]
         * _keep(big_r, true[3], dtype)[None, None, None, :]
     )
-    return new_left, new_right, jnp.log(norm), rank
+    return new_left, new_right, jnp.log(norm), rank, split_rank
 
 
 def _masked_qr(matrix: Any, row_keep: Any, columns: Any) -> tuple[Any, Any]:
@@ -220,6 +227,7 @@ def _program(
     *,
     program: tuple[tuple[Any, ...], ...],
     width: int,
+    split: int,
     max_rank: int | None,
     svd: Any,
 ) -> tuple[Any, ...]:
@@ -229,13 +237,15 @@ def _program(
     ``matrices`` the gates, maps and basis changes, ``tensors`` the padded step
     tensors (A, A', c), ``classes`` their class index per Liouville index,
     ``sizes`` the true leg after each process step, ``caps`` the padded caps of a
-    read-out. Returns the sites, the true bonds, the sum of the logs of the norms
-    divided out, the largest rank wanted and the read-out (or None).
+    read-out; ``width`` and ``split`` the buckets of the bonds and of the splits.
+    Returns the sites, the true bonds, the sum of the logs of the norms divided
+    out, the largest ranks wanted by the cuts of the bonds and by the splits, and
+    the read-out (or None).
     """
     jnp = _jnp()
     out = list(sites)
     log_norm = jnp.zeros((), out[0].real.dtype)
-    wanted = jnp.int32(0)
+    wanted = split_wanted = jnp.int32(0)
     read = None
     for op in program:
         kind, k = op[0], op[1] if len(op) > 1 else 0
@@ -248,7 +258,7 @@ def _program(
         elif kind == GATE:
             _, _, centre_right, gate, split_l, split_r = op
             true = jnp.stack([bonds[k], legs[k], legs[k + 1], bonds[k + 2]])
-            out[k], out[k + 1], log, rank = _two_site(
+            out[k], out[k + 1], log, rank, split_rank = _two_site(
                 out[k],
                 out[k + 1],
                 matrices[gate],
@@ -256,6 +266,7 @@ def _program(
                 true,
                 centre_right,
                 width,
+                split,
                 split_l,
                 split_r,
                 max_rank,
@@ -263,6 +274,7 @@ def _program(
             )
             bonds = bonds.at[k + 1].set(rank)
             wanted = jnp.maximum(wanted, rank)
+            split_wanted = jnp.maximum(split_wanted, split_rank)
             log_norm = log_norm + log
         elif kind == MAP:
             out[k] = jnp.einsum("xp,lpar->lxar", matrices[op[2]], out[k])
@@ -274,12 +286,17 @@ def _program(
             legs = legs.at[k].set(sizes[size])
         else:
             read = _read(out, caps, op[1])
-    return tuple(out), bonds, log_norm, wanted, read
+    return tuple(out), bonds, log_norm, wanted, split_wanted, read
 
 
 @functools.cache
 def _kernel(
-    program: tuple[tuple[Any, ...], ...], width: int, max_rank: int | None, svd: str, platform: str
+    program: tuple[tuple[Any, ...], ...],
+    width: int,
+    split: int,
+    max_rank: int | None,
+    svd: str,
+    platform: str,
 ) -> Any:
     """The compiled :func:`_program` (cached per backend process; XLA caches per shape)."""
     return compile_kernel(
@@ -287,6 +304,7 @@ def _kernel(
             _program,
             program=program,
             width=width,
+            split=split,
             max_rank=max_rank,
             svd=_svd_algorithm(svd, platform),
         ),
@@ -294,7 +312,7 @@ def _kernel(
     )
 
 
-#: the kernels compiled in this process: (program, width, max_rank, svd, platform, shapes)
+#: the kernels compiled in this process: (program, buckets, max_rank, svd, platform, shapes)
 _COMPILED: set[tuple[Any, ...]] = set()
 
 
@@ -314,13 +332,15 @@ def _pad(array: Any, shape: tuple[int, ...]) -> default_np.ndarray:
 @dataclasses.dataclass
 class TebdRunStats:
     """What a compiled TEBD engine did: programs run (each one read-back of its
-    results), redone programs (a rank outgrew the bucket), the bond bucket now,
-    kernels compiled (programs and shapes not yet in the process) and the seconds
-    of the calls that compiled them (compilation and run)."""
+    results), redone programs (a rank outgrew its bucket), the buckets now (of the
+    bonds, and of the part of a split site that meets the gate), kernels compiled
+    (programs and shapes not yet in the process) and the seconds of the calls that
+    compiled them (compilation and run)."""
 
     programs: int = 0
     redos: int = 0
     bond: int = 0
+    split: int = 0
     kernels_compiled: int = 0
     compile_seconds: float = 0.0
 
@@ -356,7 +376,9 @@ class JaxTebdEngine(GaugedChain):
         #: true bonds (n + 1, the outer ones 1) and legs (n) after the last program
         self._bonds = [1] + [size[3] for size in sizes[:-1]] + [1]
         self._legs = [size[2] for size in sizes]
-        self.stats = TebdRunStats(bond=planner.bond_bucket(max(self._bonds)))
+        self.stats = TebdRunStats(
+            bond=planner.bond_bucket(max(self._bonds)), split=planner.bond_bucket(1)
+        )
         self.decisions: list[tuple[str, str, str]] = [("tebd", planner.COMPILED, reason)]
         self._sites: list[Any] = []
         for k, (site, size) in enumerate(zip(spec.sites, sizes)):
@@ -479,32 +501,42 @@ class JaxTebdEngine(GaugedChain):
         bonds = default_np.asarray(self._bonds, dtype=int32)
         legs = default_np.asarray(self._start_legs, dtype=int32)
         while True:
-            width = self.stats.bond
+            width, split = self.stats.bond, self.stats.split
             sites = tuple(self._sites)
             key = (
                 program,
                 width,
+                split,
                 self._max_rank,
                 self._svd,
                 self._placement.platform,
                 tuple(site.shape for site in sites),
                 tuple(tensor.shape for tensor in self._tensors),
             )
-            kernel = _kernel(program, width, self._max_rank, self._svd, self._placement.platform)
+            kernel = _kernel(
+                program, width, split, self._max_rank, self._svd, self._placement.platform
+            )
             start = time.perf_counter()
-            out_sites, out_bonds, log_norm, wanted, read = kernel(sites, bonds, legs, *constants)
-            new_bonds, log_norm, wanted, read = self._jax.device_get(
-                (out_bonds, log_norm, wanted, read)
+            out_sites, out_bonds, log_norm, wanted, split_wanted, read = kernel(
+                sites, bonds, legs, *constants
+            )
+            new_bonds, log_norm, wanted, split_wanted, read = self._jax.device_get(
+                (out_bonds, log_norm, wanted, split_wanted, read)
             )
             self.stats.programs += 1
             if key not in _COMPILED:
                 _COMPILED.add(key)
                 self.stats.kernels_compiled += 1
                 self.stats.compile_seconds += time.perf_counter() - start
-            if int(wanted) <= width:
+            if int(wanted) <= width and int(split_wanted) <= split:
                 break
             self.stats.redos += 1
-            self._grow(planner.bond_bucket(int(wanted)), int(wanted))
+            if int(split_wanted) > split:
+                self.stats.split = planner.bond_bucket(int(split_wanted))
+                reason = f"a split of rank {split_wanted} outgrew bucket {split}"
+                self.decisions.append(("split", planner.COMPILED, reason))
+            if int(wanted) > width:
+                self._grow(planner.bond_bucket(int(wanted)), int(wanted))
         self._sites = list(out_sites)
         self._bonds = [int(n) for n in new_bonds]
         self._log_scale += float(log_norm)
