@@ -224,6 +224,7 @@ def test_existing_results_are_not_replaced_unless_asked(tmp_path, capsys):
     assert cli.main([*arguments, "--check"]) == 0  # lists the runs, runs nothing
     out = capsys.readouterr().out
     assert "2 run(s), method tempo" in out and "tiny_1.h5" in out and "bath.alpha = 0.2" in out
+    assert "tiny_sweep.h5" in out
     assert sorted(os.listdir(tmp_path)) == ["tiny.h5", "tiny.toml"]
     (tmp_path / "tiny_1.h5").write_text("older results")
     assert cli.main(arguments) == 2  # before the first run
@@ -290,7 +291,7 @@ def test_run_reuses_one_process_tensor_over_a_sweep_of_systems(tmp_path):
         numpy.testing.assert_allclose(dynamics.states, expected.states, rtol=0, atol=1e-12)
         assert dynamics.metadata["process_tensor_build"]["reused"] is (k == 1)
         assert dynamics.metadata["spec"]["point"] == {"system.hamiltonian.sigma_x": coefficient}
-    assert "reused" in result.stdout
+    assert "reused" in result.stdout and "wrote out/tiny_sweep.h5" in result.stdout
     # the saved process tensor: one file (the second run reused it), described by inspect
     assert sorted(os.listdir(tmp_path / "out")) == [
         "tiny.png",

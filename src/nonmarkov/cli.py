@@ -186,8 +186,10 @@ def _run(args: argparse.Namespace, command: list[str]) -> int:
     if args.check:
         print(f"{spec.source}: {len(prepared)} run(s), method {spec.runs[0].method}")
         for item in prepared:
-            point = ", ".join(f"{k} = {v!r}" for k, v in item.spec.point.items())
+            point = spec_run.point_text(item.spec)
             print(f"  {item.results_file}" + (f"  ({point})" if point else ""))
+        if spec.sweep_keys:
+            print(f"  {spec_run.sweep_results_file(spec, args.output)}  (the sweep)")
         return 0
     _set_backend(args.backend)
     results = spec_run.run_spec(
@@ -200,6 +202,8 @@ def _run(args: argparse.Namespace, command: list[str]) -> int:
     for result in results:
         for filename in result.process_tensor_files:
             print(f"wrote {filename}")
+    if spec.sweep_keys:
+        print(f"wrote {spec_run.sweep_results_file(spec, args.output)}")
     print(spec_run.summary_total(results, time.perf_counter() - started))
     return 0
 

@@ -533,7 +533,7 @@ def _run_sweep(
     def run_point(**point: Any) -> Dynamics:
         k = index[point_key(point)]
         prepared = prepared_runs[k]
-        logger.info("run %d of %d: %s", k + 1, len(prepared_runs), _point_text(prepared.spec))
+        logger.info("run %d of %d: %s", k + 1, len(prepared_runs), point_text(prepared.spec))
         try:
             dynamics, built, reused = _run_one(spec, k, prepared, progress_type, cache, command)
             for pt, filename in built:
@@ -559,7 +559,7 @@ def _run_sweep(
         k = swept.failed[0]
         finished = len(swept.ok)
         note = (
-            f"(run {k} of the sweep, at the sweep point {_point_text(prepared_runs[k].spec)}; "
+            f"(run {k} of the sweep, at the sweep point {point_text(prepared_runs[k].spec)}; "
             f"{len(swept.failed)} of {len(swept)} runs failed; the {finished} finished are "
             f"kept in {directory}: the same command again runs only the others)"
         )
@@ -582,8 +582,9 @@ def _run_sweep(
     return results, staged
 
 
-def _point_text(run: RunSpec) -> str:
-    """The sweep point of ``run`` by key path: ``bath.alpha = 0.2, ...``."""
+def point_text(run: RunSpec) -> str:
+    """The sweep point of ``run`` by key path: ``bath.alpha = 0.2, ...`` (``''``
+    without a sweep)."""
     return ", ".join(f"{key} = {value!r}" for key, value in run.point.items())
 
 
