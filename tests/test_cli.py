@@ -473,6 +473,8 @@ def test_a_sweep_that_fails_keeps_its_finished_runs_and_resumes(tmp_path, monkey
     assert "bath.alpha = 0.2" in "".join(error.value.__notes__) and ran == [0.1, 0.2, 0.3]
     (kept,) = os.listdir(tmp_path / "out")  # the finished runs only, no output yet
     assert kept == os.path.basename(spec_run.sweep_directory(spec, str(tmp_path / "out")))
+    older = tmp_path / "out" / "tiny_sweep.points-0123456789ab"  # an earlier spec's
+    older.mkdir()
 
     monkeypatch.setattr(
         spec_run, "execute", lambda *a, **k: (ran.append("again"), execute(*a, **k))[1]

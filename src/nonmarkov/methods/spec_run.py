@@ -422,7 +422,8 @@ def run_spec(
             [_outcome(result.dynamics) for result in results],
             f"nonmarkov run {spec.name}",
         )
-        shutil.rmtree(sweep_directory(spec, output_dir), ignore_errors=True)
+        for directory in sweep_directories(spec, output_dir):  # this one, and older ones
+            shutil.rmtree(directory, ignore_errors=True)
     if any(result.spec.plot for result in results):
         plot_results(
             [result.dynamics for result in results],
@@ -497,6 +498,20 @@ def sweep_directory(spec: Spec, output_dir: str) -> str:
     described = [spec.text, __version__, backends.get_backend(), backends.get_precision()]
     fingerprint = hashlib.sha256(json.dumps(described).encode()).hexdigest()[:12]
     return os.path.join(output_dir, f"{spec.name}_sweep.points-{fingerprint}")
+
+
+def sweep_directories(spec: Spec, output_dir: str) -> list[str]:
+    """The :func:`sweep_directory` of every spec of this name in ``output_dir`` (of
+    this spec, and of earlier versions of it): removed once this spec's outputs,
+    which replace theirs, are written."""
+    if not os.path.isdir(output_dir):
+        return []
+    pattern = re.compile(rf"{re.escape(spec.name)}_sweep\.points-[0-9a-f]{{12}}")
+    return [
+        os.path.join(output_dir, entry)
+        for entry in sorted(os.listdir(output_dir))
+        if pattern.fullmatch(entry) and os.path.isdir(os.path.join(output_dir, entry))
+    ]
 
 
 def sweep_results_file(spec: Spec, output_dir: str) -> str:
