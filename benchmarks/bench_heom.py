@@ -355,8 +355,10 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
         reference = cached(cache, name, heom_run, case, terms, depth)
         second = cached(cache, name, heom_run, case, second_terms, second_depth)
     else:  # the best two nonmarkov extrapolations, checked against each other
+        # (a failed order check returns the finest run: not an independent result)
+        candidates = [run for run in nm_all if run.get("order_check") != "failed"]
         ranked = sorted(
-            nm_all,
+            candidates,
             key=lambda run: (
                 "richardson3" not in run["method"],
                 run["dt"],
@@ -364,7 +366,12 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
                 -run["tcut"],
             ),
         )
-        reference, second = ranked[0], ranked[1]
+        reference = ranked[0]
+        second = next(
+            run
+            for run in ranked[1:]
+            if (run["dt"], run["epsrel"]) != (reference["dt"], reference["epsrel"])
+        )
     check = float(np.max(np.abs(reference["sz"] - second["sz"])))
     log(
         f"  reference {label(reference)} ({reference['seconds']:.1f} s); check against "
