@@ -395,6 +395,11 @@ def test_spec_mistakes_get_suggestions_and_only_relevant_context():
         parse_spec(_replace(BASE, "temperature = 0.2", "temprature = 0.2"))
     with pytest.raises(SpecError, match="did you mean 'pt-tempo'"):
         parse_spec(_replace(BASE, 'method = "tempo"', 'method = "pt_tempo"'))
+    drude = _replace(
+        BASE, "alpha = 0.1", 'spectral_density = "drude_lorentz"\nreorganisation = 0.1'
+    )
+    with pytest.raises(SpecError, match="did you mean 'reorganisation_energy'"):
+        parse_spec(drude)
     # a sweep over a Hamiltonian term the spec does not have is refused, naming those it has
     with pytest.raises(SpecError, match=r"has no term 'sigma_z'.*its terms are \['sigma_x'\]"):
         parse_spec(BASE + "[sweep]\nsystem.hamiltonian.sigma_z = [0.0, 1.0]\n")

@@ -581,8 +581,8 @@ def _bath(table: dict, where: str, dimension: int) -> BathSpec:
     for key in table:
         if key not in ("coupling", "spectral_density", "name", *allowed):
             raise SpecError(
-                f"{where}.{key} is not a key of the {kind!r} spectral density; its keys are "
-                f"{list(allowed)}"
+                f"{where}.{key} is not a key of the {kind!r} spectral density"
+                f"{did_you_mean(key, allowed)}; its keys are {list(allowed)}"
             )
     if "coupling" not in table:
         raise SpecError(f"{where}.coupling is missing: the operator S, e.g. {{ sigma_z = 0.5 }}")
@@ -622,11 +622,10 @@ def _bath(table: dict, where: str, dimension: int) -> BathSpec:
         {"coupling_operator": f"{where}.coupling"},
         where,
     )
-    for key in ("alpha", "zeta", "cutoff", "temperature", "reorganisation_energy"):
+    numbers = ("alpha", "zeta", "cutoff", "temperature", "reorganisation_energy", "frequency")
+    for key in (*numbers, "damping", "scale"):
         setattr(spec, key, float(getattr(spec, key)))  # accepted by the library: numbers
-    for key in ("frequency", "damping", "scale"):
-        setattr(spec, key, float(getattr(spec, key)))
-    spec.cutoff_type = str(spec.cutoff_type).strip().lower()
+    spec.cutoff_type = getattr(correlations, "cutoff_type", spec.cutoff_type)  # its normal form
     return spec
 
 
