@@ -78,9 +78,9 @@ class PlainProcessTensor:
 class PlainChainEngine:
     """The chain contract (``nonmarkov.engines.base.ChainEngine``) on NumPy loops."""
 
-    #: no adjoint method, no automatic differentiation: ``engines.chain_engine``
-    #: refuses a request for either with this engine in place
-    capabilities = ChainCapabilities(adjoint=False, differentiable=False)
+    #: no member axis, no adjoint method, no automatic differentiation:
+    #: ``engines.chain_engine`` refuses a request for any of them with this engine in place
+    capabilities = ChainCapabilities(batch=False, adjoint=False, differentiable=False)
 
     def __init__(self, options: EngineOptions | None = None):
         self.options = options  # nothing here to tune
@@ -120,6 +120,19 @@ class PlainChainEngine:
         if after is not None:
             state = apply_superoperator(state, after)
         return state
+
+    def step_members(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PlainProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> numpy.ndarray:
+        """Not declared in :attr:`capabilities`, so never asked for."""
+        raise NotImplementedError("PlainChainEngine has no member axis")
 
     def step_transposed(
         self,

@@ -2,7 +2,7 @@
 
 :mod:`.base` defines the contracts (window, chain, TEBD) and the capabilities an
 engine declares; :mod:`.host` implements them on the backend proxy's kernels
-(NumPy), :mod:`.batched` the batched chain engine, :mod:`.jax` compiled with JAX;
+(NumPy), :mod:`.jax` compiled with JAX;
 :mod:`.shared` holds what the implementations share. The functions here are the
 one place that chooses an engine, from the active backend and the engine
 options or an implementation put in place with :func:`use_engines`
@@ -32,11 +32,10 @@ from .base import (
     WindowEngine,
     WindowSpec,
 )
-from .batched import BatchedChainEngine, HostBatchedChainEngine
 from .host import HostChainEngine, HostTebdEngine, HostWindowEngine, in_memory
 
 #: the kinds of engine :func:`use_engines` can put in place
-ENGINE_KINDS = ("window", "chain", "batched_chain", "tebd")
+ENGINE_KINDS = ("window", "chain", "tebd")
 
 # implementations in place of the backend's choice, by kind (use_engines)
 _IN_PLACE: dict[str, Callable[..., Any]] = {}
@@ -47,8 +46,8 @@ def use_engines(**factories: Callable[..., Any]) -> Iterator[None]:
     """Within the ``with`` block, the engine of each kind named is made by its factory
     instead of chosen from the active backend, and every algorithm runs on it.
 
-    The kinds: ``window`` and ``tebd`` (factory ``(spec, options)``), ``chain`` and
-    ``batched_chain`` (factory ``(options)``); ``options`` is the resolved
+    The kinds: ``window`` and ``tebd`` (factory ``(spec, options)``), ``chain``
+    (factory ``(options)``, single runs and batches); ``options`` is the resolved
     :class:`~nonmarkov.options.EngineOptions`. This is how a new engine runs the
     library's algorithms and tests before a backend chooses it (docs/ARCHITECTURE.md,
     "Adding an engine"). The setting is process-wide (not per thread); blocks nest,
@@ -134,12 +133,15 @@ def finalize_window_engine(
 def chain_engine(
     options: EngineOptions | None = None,
     *,
+    batch: bool = False,
     adjoint: bool = False,
     differentiable: Sequence[BaseProcessTensor] | None = None,
 ) -> ChainEngine:
     """The chain engine of the active backend.
 
-    ``adjoint``: the caller will use :meth:`~.base.ChainEngine.adjoint`;
+    ``batch``: the caller will run states with a member axis
+    (:meth:`~.base.ChainEngine.step_members`, batched runs); ``adjoint``: it will
+    use :meth:`~.base.ChainEngine.adjoint`;
     ``differentiable``: the process tensors the caller will pass to
     :meth:`~.base.ChainEngine.differentiable`. Either is refused here, with a
     ``ValueError`` naming the engine, if its capabilities do not cover it.
@@ -155,6 +157,10 @@ def chain_engine(
     else:
         engine = HostChainEngine(options)
     declared: ChainCapabilities = _capabilities(engine, "chain", ChainCapabilities)
+    if batch and not declared.batch:
+        raise _refuse(
+            engine, "chain", "a member axis (batched runs)", "use the NumPy or JAX backend's"
+        )
     if adjoint and not declared.adjoint:
         raise _refuse(
             engine, "chain", "the adjoint method", "use the NumPy or JAX backend's chain engine"
@@ -194,15 +200,3 @@ def tebd_engine(spec: TebdSpec, options: EngineOptions | None = None) -> TebdEng
     if spec.max_rank is not None and not declared.max_rank:
         raise _refuse(engine, "tebd", "max_rank", "use the NumPy backend's TEBD engine")
     return engine
-
-
-def batched_chain_engine(options: EngineOptions | None = None) -> BatchedChainEngine:
-    """The batched chain engine (a batch of states, :mod:`.batched`) of the active backend."""
-    options = resolve(options)
-    if "batched_chain" in _IN_PLACE:
-        return _IN_PLACE["batched_chain"](options)
-    if np.backend_name == "jax":
-        from .jax.batched import JaxBatchedChainEngine
-
-        return JaxBatchedChainEngine(options)
-    return HostBatchedChainEngine(options)

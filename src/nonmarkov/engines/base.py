@@ -61,6 +61,9 @@ class ChainCapabilities:
 
     Parameters
     ----------
+    batch : runs with a member axis (:class:`ChainRun` with ``initial`` (B, d^2))
+        and :meth:`ChainEngine.step_members`: B states through the same
+        process-tensor steps in one batched contraction per step.
     adjoint : :meth:`ChainEngine.adjoint`, the adjoint method of the gradients.
     differentiable : :meth:`ChainEngine.differentiable`, automatic differentiation.
     differentiable_files : ``differentiable`` on process tensors read from files
@@ -68,6 +71,7 @@ class ChainCapabilities:
     devices : the platforms it computes on (:data:`DEVICES`).
     """
 
+    batch: bool = True
     adjoint: bool = True
     differentiable: bool = False
     differentiable_files: bool = False
@@ -243,21 +247,21 @@ class ChainRun:
     step k is the state at t_{k+1}. (How a :class:`~nonmarkov.Control`'s pre-
     and post-controls map onto these: :func:`nonmarkov.methods.dynamics.chain_controls`.)
 
-    A run of a batched chain engine (:mod:`.batched`) has a member axis: B states
-    through the same process-tensor steps, each member with its own propagators
-    and controls where they are given per member.
+    A run may have a member axis (``capabilities.batch``): B states through the
+    same process-tensor steps, each member with its own propagators and controls
+    where they are given per member; a single run is a run without it.
 
     Parameters
     ----------
-    initial : (d^2,) the vectorised initial state; (B, d^2) for a batched engine.
+    initial : (d^2,) the vectorised initial state; (B, d^2) with a member axis.
     num_steps : number of steps N.
-    propagators : ``propagators(k)`` -> (first, second), (d^2, d^2) each; a
-        batched engine also takes (B, d^2, d^2), one per member. Return the same
+    propagators : ``propagators(k)`` -> (first, second), (d^2, d^2) each; with a
+        member axis also (B, d^2, d^2), one per member. Return the same
         array objects while they do not change (their derived arrays are reused).
     constant_propagators : whether they are the same at every step.
     controls : ``controls(k)`` -> (before, after), the superoperators applied
         before and after the propagation of step k, each (d^2, d^2) or None
-        (batched: or (B, d^2, d^2)); or None (no controls at all).
+        (with a member axis: or (B, d^2, d^2)); or None (no controls at all).
     process_tensors : the process tensors, shared by all members (each of at
         least N steps).
     record_all : read out after every step (else after the last only).
@@ -282,7 +286,8 @@ class ChainEngine(Protocol):
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """The read-out vectors (d^2,) after every step, (N, d^2), or after the last
-        step only, (1, d^2)."""
+        step only, (1, d^2); with a member axis (B, d^2) per read-out, (N, B, d^2) or
+        (1, B, d^2). Host arrays."""
 
     def stepping(self) -> contextlib.AbstractContextManager[Any]:
         """A context for an algorithm that steps the state itself (:meth:`prepare`,
@@ -309,6 +314,22 @@ class ChainEngine(Protocol):
         t_step to t_step+1: ``before`` (if not None), ``first``, the process
         tensors' step, ``second``, ``after`` (if not None); all four (d^2, d^2)
         host arrays."""
+
+    def step_members(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> Any:
+        """:meth:`step` of a state with a member axis first, (B, bonds..., [branches,]
+        d^2), on the engine's backend: ``first``, ``second``, ``before`` and ``after``
+        each a host array (d^2, d^2) shared by the members or (B, d^2, d^2) one per
+        member, the controls possibly None (``capabilities.batch``; algorithms that
+        branch the states: correlations)."""
 
     def step_transposed(
         self,

@@ -18,6 +18,7 @@ import numpy as default_np
 
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
+from ..kernels.batched import apply_superoperators, close_bonds_batched
 from ..kernels.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds
 from ..kernels.tebd import (
     apply_process_step,
@@ -257,11 +258,28 @@ class HostProcessTensor:
         return self._caps[step]
 
 
+def folded(first: Any, second: Any, before: Any, after: Any) -> tuple[Any, Any]:
+    """(first @ before, after @ second) of host arrays, each (d^2, d^2) or
+    (B, d^2, d^2) (broadcast); a None control is left out."""
+    if before is not None:
+        first = default_np.matmul(first, before)
+    if after is not None:
+        second = default_np.matmul(after, second)
+    return first, second
+
+
 class HostChainEngine:
     """The chain engine on the kernels of :mod:`nonmarkov.kernels.chain`, step by step
-    (see :class:`~nonmarkov.engines.base.ChainEngine`)."""
+    (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
-    capabilities = ChainCapabilities(adjoint=True, differentiable=False)
+    A run with a member axis steps the whole batch at once with the kernels of
+    :mod:`nonmarkov.kernels.batched` (the state ``v[m, b_1, ..., b_n, alpha]``,
+    member first): a control is folded into the propagator next to it (``first @
+    before``, ``after @ second``), which costs B d^6 instead of a product with the
+    whole state.
+    """
+
+    capabilities = ChainCapabilities(batch=True, adjoint=True, differentiable=False)
 
     def __init__(self, options: EngineOptions | None = None):
         self._controls = LastArguments(
@@ -272,6 +290,11 @@ class HostChainEngine:
         )
         self._propagators = LastArguments(
             lambda first, second: (to_backend(first), to_backend(second))
+        )
+        self._member_propagators = LastArguments(
+            lambda first, second, before, after: tuple(
+                to_backend(array) for array in folded(first, second, before, after)
+            )
         )
 
     def stepping(self) -> contextlib.AbstractContextManager[Any]:
@@ -310,6 +333,26 @@ class HostChainEngine:
         if after is not None:
             state = apply_superoperator(state, after)
         return state
+
+    def step_members(
+        self,
+        state: Any,
+        step: int,
+        first: Any,
+        second: Any,
+        prepared: Sequence[PreparedProcessTensor],
+        before: Any = None,
+        after: Any = None,
+    ) -> Any:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.step_members`: the controls
+        folded into the propagators, one batched contraction per operation."""
+        first, second = self._member_propagators(first, second, before, after)
+        state = apply_superoperators(state, first)
+        for axis, pt in enumerate(prepared):
+            state = apply_superoperators(state, pt.transform_in)
+            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis + 1)
+            state = apply_superoperators(state, pt.transform_out)
+        return apply_superoperators(state, second)
 
     def step_transposed(
         self,
@@ -395,6 +438,8 @@ class HostChainEngine:
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
+        if default_np.ndim(run.initial) == 2:
+            return self._run_members(run)
         prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)
         d2 = default_np.asarray(run.initial).size
         state = to_backend(default_np.asarray(run.initial).reshape((1,) * len(prepared) + (d2,)))
@@ -408,6 +453,24 @@ class HostChainEngine:
                 readouts.append(default_np.asarray(np.to_host(vector)).reshape(-1))
             run.on_step(1)
         return default_np.asarray(readouts).reshape(-1, d2)
+
+    def _run_members(self, run: ChainRun) -> default_np.ndarray:
+        """:meth:`run` of a run with a member axis: the read-outs (N or 1, B, d^2)."""
+        prepared = self.prepare(run.process_tensors, run.num_steps, run.record_all)
+        initial = default_np.asarray(run.initial)
+        members, d2 = initial.shape
+        state = to_backend(initial.reshape((members,) + (1,) * len(prepared) + (d2,)))
+        readouts = []
+        for step in range(run.num_steps):
+            before, after = (None, None) if run.controls is None else run.controls(step)
+            state = self.step_members(state, step, *run.propagators(step), prepared, before, after)
+            if run.record_all or step == run.num_steps - 1:
+                vectors = close_bonds_batched(state, [pt.cap(step) for pt in prepared])
+                readouts.append(default_np.asarray(np.to_host(vectors)))
+            run.on_step(1)
+        if not readouts:
+            return default_np.zeros((0, members, d2), dtype=complex)
+        return default_np.asarray(readouts)
 
 
 class DeviceCopies:

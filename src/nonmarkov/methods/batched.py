@@ -4,8 +4,8 @@ same process tensor(s), in one batched contraction per step.
 A process tensor is built once and probed by many systems: detunings, pulse
 shapes, initial states, controls. Member m of a batch is what
 ``compute_dynamics(systems[m], initial_states[m], ..., control=controls[m])``
-gives (to rounding), but every step contracts the whole batch at once (the
-batched chain engine, :mod:`nonmarkov.engines.batched`): one batched matrix
+gives (to rounding), but every step contracts the whole batch at once (a run
+with a member axis on the chain engine, :mod:`nonmarkov.engines`): one batched matrix
 product per step instead of a Python loop over members. Members share the
 process tensors, the time grid and the dimension; each has its own system
 (time-independent or time-dependent), initial state and control. The batch is
@@ -23,7 +23,7 @@ import numpy as default_np
 from .. import config
 from .. import validation as check
 from .._threads import hot_loop_threads
-from ..engines import batched_chain_engine
+from ..engines import chain_engine
 from ..engines.base import ChainRun
 from ..io.batched import BatchedDynamics
 from ..model.control import Control
@@ -364,7 +364,7 @@ def _run_chunks(
     bonds = [int(max(pt.get_bond_dimensions(), default=1)) for pt in process_tensors]
     chunk = _chunk_size(batch, d, math.prod(bonds), recorded, batch_bytes)
     chunks = [range(lo, min(lo + chunk, batch)) for lo in range(0, batch, chunk)]
-    engine = batched_chain_engine(options)
+    engine = chain_engine(options, batch=True)
     results: list[Any] = [initial]
     with Progress(num_steps * len(chunks), progress_type, "dynamics") as bar:
         for members in chunks:

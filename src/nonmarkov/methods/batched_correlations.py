@@ -6,8 +6,8 @@ initial_states[m], control=controls[m])`` gives (to rounding). The sweep is
 that of :mod:`nonmarkov.methods.correlations` (the state without operators
 propagated once, a branch for each time an operator acts, all live branches
 propagated together), with one more axis in front: the members. Every step is
-one batched contraction of all members and branches on the batched chain
-engine (:mod:`nonmarkov.engines.batched`), with each member's propagators and
+one batched contraction of all members and branches on the chain engine
+(``step_members``, :mod:`nonmarkov.engines`), with each member's propagators and
 controls. The operators and times are shared by the members.
 """
 

@@ -24,7 +24,7 @@ grid: the state without operators is propagated once; at each time where an
 operator acts, a copy of every state that may receive it gets it ("a branch"),
 and all live branches are propagated together as one batch. A branch is
 dropped once no later operator can act on it, so a prefix of the propagation
-is never repeated. The sweep runs on the batched chain engine: one system is a
+is never repeated. The sweep runs on the chain engine with a member axis: one system is a
 batch of one member, :func:`~nonmarkov.compute_correlations_batch` many.
 """
 
@@ -41,7 +41,7 @@ from .. import validation as check
 from .._threads import hot_loop_threads
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
-from ..engines import batched_chain_engine
+from ..engines import chain_engine
 from ..kernels.batched import apply_superoperators, close_bonds_batched
 from ..model.control import Control
 from ..model.operators import left_super, right_super
@@ -256,7 +256,7 @@ class CorrelationSweep:
         }  # (initial, controls(k)) per distinct control
         self.initial_controls = [made[id(c)][0] for c in controls]
         self.controls = member_controls(controls, made, self.d)
-        self.engine = batched_chain_engine(options)
+        self.engine = chain_engine(options, batch=True)
         self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
         self.num_bonds = len(self.pts)
 
@@ -297,7 +297,7 @@ class CorrelationSweep:
                 break
             before, after = (None, None) if self.controls is None else self.controls(k)
             first, second = self.propagators(k)
-            state = self.engine.step(state, k, first, second, self.pts, before, after)
+            state = self.engine.step_members(state, k, first, second, self.pts, before, after)
             progress.update()
 
     def _act(

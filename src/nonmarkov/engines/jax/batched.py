@@ -19,16 +19,10 @@ from typing import Any
 
 import numpy as default_np
 
-from ...backends.numerical_backend import np, numpy_in_this_thread
-from ...options import EngineOptions
 from ..base import ChainRun
-from ..batched import HostBatchedChainEngine, folded
-from ..host import in_memory
-from . import placement, planner
-from .chain import SCANNED, _platform
+from ..host import folded
+from .chain import _platform
 from .compiler import compile_kernel
-from .engine import StepsOnHost, scan_tables
-from .planner import SCAN_BYTES
 
 
 def _member(
@@ -111,60 +105,6 @@ def propagator_table(
     seconds = default_np.stack([default_np.broadcast_to(p[1], shape) for p in pairs])
     rows = default_np.arange(run.num_steps, dtype=default_np.int32) % steps
     return firsts, seconds, rows, per_member
-
-
-class JaxBatchedChainEngine(StepsOnHost, HostBatchedChainEngine):
-    """The batched chain engine of the JAX backend (see
-    :class:`~nonmarkov.engines.batched.BatchedChainEngine`).
-
-    A run whose process tensors are in memory, and whose tables of padded step
-    tensors and propagators fit :data:`~.planner.SCAN_BYTES`, runs as one compiled
-    ``lax.scan`` vmapped over the members (one transfer in, one out), with
-    constant or time-dependent propagators and controls alike, where the scan pays
-    (:func:`~.planner.scan_pays`; on an accelerator always). Anything else (process
-    tensors read from files, no process tensor, runs too short to repay a
-    compilation) runs the host engine's batched steps with the NumPy kernels.
-    ``decisions`` records each run's choice and why.
-    """
-
-    def __init__(self, options: EngineOptions | None = None):
-        super().__init__(options)
-        #: ('run', 'compiled' or 'host', why) per run
-        self.decisions: list[tuple[str, str, str]] = []
-
-    def _on_host(self, run: ChainRun, reason: str) -> default_np.ndarray:
-        self.decisions.append(("run", planner.HOST, reason))
-        with numpy_in_this_thread():
-            return super().run(run)
-
-    def run(self, run: ChainRun) -> default_np.ndarray:
-        """See :meth:`~nonmarkov.engines.batched.BatchedChainEngine.run`."""
-        pts = list(run.process_tensors)
-        if not (run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)):
-            return self._on_host(run, "no process tensor, or not in memory")
-        dtype = np.dtype_complex
-        firsts, seconds, rows, per_member = propagator_table(run)
-        propagator_bytes = 2 * firsts.size * default_np.dtype(dtype).itemsize
-        tables = scan_tables(pts, run.num_steps, dtype, propagator_bytes)
-        if tables is None:
-            return self._on_host(run, f"tables above {SCAN_BYTES / 2**30:.0f} GiB")
-        baths = tuple(tables)
-        members, d2 = default_np.shape(run.initial)
-        work = placement.chain_work(members, [bath[3].shape[1] for bath in baths], d2)
-        placed = placement.place(self._options.device, work)
-        shapes = tuple(tuple(array.shape for array in bath[3:]) for bath in baths)
-        key: tuple[Any, ...] = ("batch", run.num_steps, run.record_all, per_member, firsts.shape)
-        key += (str(placed.device),) + shapes
-        pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
-        if not (pays or placed.where == placement.ACCELERATOR):
-            return self._on_host(run, reason)
-        self.decisions.append(("run", planner.COMPILED, reason))
-        readouts = run_batch(
-            run.initial, firsts, seconds, rows, per_member, baths, run.record_all, placed.device
-        )
-        SCANNED.add(key)
-        run.on_step(run.num_steps)
-        return readouts
 
 
 def run_batch(

@@ -16,7 +16,7 @@ from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
 from ..base import DEVICES, ChainCapabilities, ChainRun, PreparedProcessTensor
 from ..host import HostChainEngine, in_memory
-from . import placement, planner
+from . import batched, placement, planner
 from .chain import (
     SCANNED,
     adjoint_chain,
@@ -29,7 +29,7 @@ from .planner import SCAN_BYTES
 
 
 class StepsOnHost:
-    """``prepare`` and ``step`` of a host chain engine (single or batched) with the NumPy
+    """``prepare``, ``step`` and ``step_members`` of the host chain engine with the NumPy
     kernels on the host, for algorithms that step the state themselves (mean field,
     correlation sweeps): each step is small, and eager JAX operations would dispatch
     and compile per shape. Mixed in before the host engine's class."""
@@ -53,6 +53,11 @@ class StepsOnHost:
         with numpy_in_this_thread():
             return super().step(state, step, *arguments, **keywords)  # type: ignore[misc]
 
+    def step_members(self, state: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
+        """One step of a state with a member axis, the host engine's with the NumPy kernels."""
+        with numpy_in_this_thread():
+            return super().step_members(state, step, *arguments, **keywords)  # type: ignore[misc]
+
 
 class JaxChainEngine(StepsOnHost, HostChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
@@ -63,11 +68,15 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
     step are stacked on the host) where that pays (:func:`~.planner.scan_pays`; on an
     accelerator always); anything else runs the host engine's steps with the NumPy
     kernels. The scans run on the device :func:`~.placement.place` chooses for their
-    size (``device`` option). ``decisions`` records each run's choice and why.
+    size (``device`` option). A run with a member axis is one compiled ``lax.scan``
+    vmapped over the members (:func:`~.batched.run_batch`, controls and time-dependent
+    propagators included) where its process tensors are in memory, its tables fit and
+    the scan pays, else the host engine's batched steps with the NumPy kernels.
+    ``decisions`` records each run's choice and why.
     """
 
     capabilities = ChainCapabilities(
-        adjoint=True, differentiable=True, differentiable_files=False, devices=DEVICES
+        batch=True, adjoint=True, differentiable=True, differentiable_files=False, devices=DEVICES
     )
 
     def __init__(self, options: EngineOptions | None = None):
@@ -109,6 +118,8 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
 
     def run(self, run: ChainRun) -> default_np.ndarray:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
+        if default_np.ndim(run.initial) == 2:
+            return self._run_members(run)
         plan = self._scan_plan("run", run, run.num_steps)
         if plan is None:
             with numpy_in_this_thread():
@@ -126,6 +137,42 @@ class JaxChainEngine(StepsOnHost, HostChainEngine):
         SCANNED.add(key)
         run.on_step(run.num_steps)
         return readouts
+
+    def _run_members(self, run: ChainRun) -> default_np.ndarray:
+        """:meth:`run` of a run with a member axis: one compiled scan vmapped over the
+        members (:func:`~.batched.run_batch`) where it applies and pays, else the host
+        engine's batched steps with the NumPy kernels."""
+        pts = list(run.process_tensors)
+        if not (run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)):
+            return self._members_on_host(run, "no process tensor, or not in memory")
+        dtype = np.dtype_complex
+        firsts, seconds, rows, per_member = batched.propagator_table(run)
+        propagator_bytes = 2 * firsts.size * default_np.dtype(dtype).itemsize
+        tables = scan_tables(pts, run.num_steps, dtype, propagator_bytes)
+        if tables is None:
+            return self._members_on_host(run, f"tables above {SCAN_BYTES / 2**30:.0f} GiB")
+        baths = tuple(tables)
+        members, d2 = default_np.shape(run.initial)
+        work = placement.chain_work(members, [bath[3].shape[1] for bath in baths], d2)
+        placed = placement.place(self._options.device, work)
+        shapes = tuple(tuple(array.shape for array in bath[3:]) for bath in baths)
+        key: tuple[Any, ...] = ("batch", run.num_steps, run.record_all, per_member, firsts.shape)
+        key += (str(placed.device),) + shapes
+        pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
+        if not (pays or placed.where == placement.ACCELERATOR):
+            return self._members_on_host(run, reason)
+        self.decisions.append(("run", planner.COMPILED, reason))
+        readouts = batched.run_batch(
+            run.initial, firsts, seconds, rows, per_member, baths, run.record_all, placed.device
+        )
+        SCANNED.add(key)
+        run.on_step(run.num_steps)
+        return readouts
+
+    def _members_on_host(self, run: ChainRun, reason: str) -> default_np.ndarray:
+        self.decisions.append(("run", planner.HOST, reason))
+        with numpy_in_this_thread():
+            return super()._run_members(run)
 
     def adjoint(
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
