@@ -16,9 +16,11 @@
 - The sketched SVD of the zip-up's cuts keeps the rank rule's guarantee
   (discarded norm at most epsrel times the largest singular value), keeps
   the rank of the plain SVD on a decaying spectrum, widens a sketch that is
-  too narrow, and is the plain SVD on a narrow matrix.
-- The option is checked, and the JAX engine (which compiles the exact sweep)
-  refuses ``'zip_up'``.
+  too narrow, and is the plain SVD on a narrow matrix; its test columns are
+  fixed numbers of (class, column, sketch column), whatever block is asked for.
+- The rank rule takes the same rank on a short spectrum (a loop on the host)
+  as on that spectrum padded with zeros (array operations).
+- The option is checked.
 
 These run on the host engine under the NumPy backend in any session.
 """
@@ -31,7 +33,12 @@ import pytest
 import nonmarkov as nm
 from models import assert_coherences_match, independent_boson_problem, spin_boson
 from nonmarkov import backends
-from nonmarkov.kernels.truncation import sketched_truncated_svd, truncated_svd
+from nonmarkov.kernels.truncation import (
+    rank_rule,
+    sketch_gaussians,
+    sketched_truncated_svd,
+    truncated_svd,
+)
 from nonmarkov.kernels.window import NORM_SITE, advance_window
 
 RNG = numpy.random.default_rng(20261201)
@@ -216,6 +223,31 @@ def test_a_sketch_as_wide_as_the_matrix_is_the_plain_svd():
     plain = truncated_svd(matrix, 1e-6)
     for left, right in zip(sketched, plain):
         numpy.testing.assert_array_equal(left, right)
+
+
+def test_the_sketch_test_columns_are_fixed_numbers_of_their_indices():
+    small = sketch_gaussians(3, 10, 0, 20).reshape(3, 10, 20)
+    large = sketch_gaussians(3, 37, 5, 40).reshape(3, 37, 40)
+    numpy.testing.assert_array_equal(small[:, :, 5:], large[:, :10, :15])
+    grid = sketch_gaussians(4, 256, 0, 256)
+    assert abs(grid.mean()) < 0.01 and abs(grid.std() - 1.0) < 0.01
+
+
+def test_the_rank_rule_is_the_same_on_short_and_padded_spectra():
+    rng = numpy.random.default_rng(7)
+    for _ in range(2000):
+        size = int(rng.integers(1, 60))
+        s = rng.random(size) ** int(rng.integers(1, 30))
+        if rng.random() < 0.3:  # a multiplet
+            start = int(rng.integers(0, size))
+            s[start : start + 3] = s[start]
+        if rng.random() < 0.2:  # zeros
+            s[int(rng.integers(0, size)) :] = 0.0
+        s = numpy.sort(s)[::-1].copy()
+        epsrel = 10.0 ** -int(rng.integers(1, 14))
+        max_rank = None if rng.random() < 0.7 else int(rng.integers(1, 70))
+        padded = numpy.concatenate([s, numpy.zeros(80)])
+        assert int(rank_rule(s, epsrel, max_rank)) == int(rank_rule(padded, epsrel, max_rank))
 
 
 def test_the_option_is_checked():
