@@ -291,7 +291,7 @@ def _converge(prepared: PreparedRun, progress_type: str) -> Execution:
         observables=settings.get("observables"),
         max_cost=settings.get("max_cost"),
         max_seconds=settings.get("max_seconds"),
-        parameters=None if run.parameters is None else TempoParameters(**run.parameters),
+        parameters=run.tempo_parameters,
         method="tempo" if run.method == "tempo" else "process_tensor",
         unique=run.unique,
         progress_type=progress_type,
