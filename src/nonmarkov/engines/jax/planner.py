@@ -173,13 +173,6 @@ class WindowRunStats:
     decisions: list[tuple[int, str, int, str]] = dataclasses.field(default_factory=list)
 
 
-def chain_bucket(size: int) -> int:
-    """The padded size of a bond of the compiled TEBD chain: the next power of two, at
-    least 4. Coarser than :func:`bond_bucket`: a chain holds many bonds and each
-    bucket compiles a kernel per position, so fewer buckets pay there."""
-    return max(4, 2 ** math.ceil(math.log2(max(size, 1))))
-
-
 def plain_cuts(bond: int, num_rows: int, dim_m: int) -> bool:
     """Whether every zip-up cut (D c, m D) of bucket ``bond`` is a plain SVD on the
     host (a side below :data:`~nonmarkov.kernels.truncation.SKETCH_MIN_SIDE`), so
