@@ -333,7 +333,7 @@ def _run_chunks(
 ) -> list[Any]:
     """[the initial states (B, d^2) after pre(0), then the read-outs (R, b, d^2) of
     each chunk]: the propagators of each distinct system and control once, the
-    chunks one after another on the batched chain engine."""
+    chunks one after another on the chain engine (runs with a member axis)."""
     batch = len(systems_b)
     d = systems_b[0].dimension
     distinct: dict[Any, Any] = {}

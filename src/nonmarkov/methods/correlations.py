@@ -219,7 +219,7 @@ class _Branch:
 class CorrelationSweep:
     """Propagates the branches of b members over the grid and reads out the chains:
     the state (b, bonds..., branches, d^2), each member with its own propagators and
-    controls, one batched contraction per step (the batched chain engine); a chain's
+    controls, one batched contraction per step (the chain engine's ``step_members``); a chain's
     values get a leading member axis. One system is a batch of one.
 
     ``systems`` and ``controls``: one per member (one dimension d);
