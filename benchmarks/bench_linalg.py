@@ -69,7 +69,7 @@ def svd_algorithms(platform: str) -> dict:
     algorithms = {}
     for name in VALID_JAX_SVD:
         try:
-            algorithms[name] = padding._svd_algorithm(name, platform)
+            algorithms[name] = padding.svd_algorithm(name, platform)
         except Exception as failure:  # not in this JAX version
             algorithms[name] = failure
     return algorithms

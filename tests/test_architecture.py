@@ -17,12 +17,7 @@ ARCHITECTURE = PACKAGE.parents[1] / "docs" / "ARCHITECTURE.md"
 
 #: private names imported across modules that are still to be promoted (inside the
 #: JAX engine, which is being reworked); the list may only shrink
-KNOWN_PRIVATE_IMPORTS = {
-    ("nonmarkov.engines.jax.batched", "nonmarkov.engines.jax.chain._platform"),
-    ("nonmarkov.engines.jax.cuts", "nonmarkov.engines.jax.padding._padded_qr"),
-    ("nonmarkov.engines.jax.zipup", "nonmarkov.engines.jax.padding._extent"),
-    ("nonmarkov.engines.jax.zipup", "nonmarkov.engines.jax.padding._svd_algorithm"),
-}
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

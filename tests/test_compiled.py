@@ -156,10 +156,10 @@ def test_svd_algorithm_is_a_choice_that_does_not_change_the_result():
     default agree; removed or unknown names are refused."""
     from jax import lax
 
-    assert padding._svd_algorithm("default", "cpu") is None
-    assert padding._svd_algorithm("qr", "cpu") == lax.linalg.SvdAlgorithm.QR
+    assert padding.svd_algorithm("default", "cpu") is None
+    assert padding.svd_algorithm("qr", "cpu") == lax.linalg.SvdAlgorithm.QR
     assert (
-        padding._svd_algorithm("divide_and_conquer", "gpu")
+        padding.svd_algorithm("divide_and_conquer", "gpu")
         == lax.linalg.SvdAlgorithm.DIVIDE_AND_CONQUER
     )
     for removed in ("eigh", "jacobi", "polar", "fast"):

@@ -48,8 +48,13 @@ from .correlations import compute_correlations
 
 _TRIANGLE_NODES, _TRIANGLE_WEIGHTS = default_np.polynomial.legendre.leggauss(16)
 #: a process tensor's bath must match the bath given here in these spectral-density values
-_MATCHED_KEYS = ("alpha", "zeta", "cutoff", "cutoff_type", "temperature")
-_MATCHED_KEYS += ("reorganisation_energy", "frequency", "damping", "tail_width", "scale")
+_MATCHED_KEYS = ("alpha", "zeta", "cutoff", "cutoff_type", "temperature") + (
+    "reorganisation_energy",
+    "frequency",
+    "damping",
+    "tail_width",
+    "scale",
+)
 DAGGER_PAIRS = ((1, 0), (0, 1), (1, 1), (0, 0))
 
 

@@ -21,7 +21,7 @@ import numpy as default_np
 
 from ..base import ChainRun
 from ..host import folded
-from .chain import _platform
+from .chain import platform_of
 from .compiler import compile_kernel
 
 
@@ -144,5 +144,5 @@ def run_batch(
         ),
         device,
     )
-    compiled = _compiled_batch(bool(record_all), bool(per_member), _platform(device))
+    compiled = _compiled_batch(bool(record_all), bool(per_member), platform_of(device))
     return default_np.asarray(jax.device_get(compiled(*placed)))

@@ -258,7 +258,7 @@ def run_chain(
         ),
         device,
     )
-    readouts = _compiled_run(bool(record_all), _platform(device))(
+    readouts = _compiled_run(bool(record_all), platform_of(device))(
         placed[0], placed[1], placed[2], baths=placed[3]
     )
     return default_np.asarray(jax.device_get(readouts))
@@ -308,7 +308,7 @@ def _compiled_adjoint(backend: str) -> tuple[Any, Any]:
     )
 
 
-def _platform(device: Any) -> str:
+def platform_of(device: Any) -> str:
     """The platform of ``device`` (None: JAX's default backend)."""
     if device is None:
         import jax
@@ -341,7 +341,7 @@ def adjoint_chain(
 
     dtype = baths[0][3].dtype
     bonds = tuple(bath[3].shape[1] for bath in baths)
-    forward, backward = _compiled_adjoint(_platform(device))
+    forward, backward = _compiled_adjoint(platform_of(device))
     placed = jax.device_put(
         (
             _initial_state(default_np.asarray(state), bonds, dtype),

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...kernels.truncation import SKETCH_MIN_SIDE, SKETCH_OVERSAMPLING, rank_rule
 from .modules import jax_modules
-from .padding import _padded_qr
+from .padding import padded_qr
 
 #: how the sketch loop ended
 _GOING, _DONE, _PLAIN, _WIDER = 0, 1, 2, 3
@@ -157,7 +157,7 @@ def _sketch(
         return 2 * width < jnp.minimum(rows, columns)
 
     def qr(block: Any, mask: Any) -> Any:
-        return _padded_qr(block)[0] * mask
+        return padded_qr(block)[0] * mask
 
     def orthogonalise(block: Any, basis: Any) -> Any:
         block = block - basis @ (basis.conj().T @ block)

@@ -36,7 +36,7 @@ def _pad_to(array: Any, shape: tuple[int, ...]) -> Any:
     return jnp.pad(array, [(0, total - have) for have, total in zip(array.shape, shape)])
 
 
-def _extent(array: Any, axis: int) -> Any:
+def extent(array: Any, axis: int) -> Any:
     """Used length of ``axis``: one past the last index with a nonzero entry (int32)."""
     _, jnp, _ = jax_modules()
     others = tuple(k for k in range(array.ndim) if k != axis)
@@ -44,7 +44,7 @@ def _extent(array: Any, axis: int) -> Any:
     return jnp.max(jnp.where(used, jnp.arange(1, used.shape[0] + 1, dtype=jnp.int32), 0))
 
 
-def _padded_qr(matrix: Any) -> tuple[Any, Any]:
+def padded_qr(matrix: Any) -> tuple[Any, Any]:
     """QR of a tall (n, w) matrix whose padding columns are exactly zero.
 
     The zero columns are filled with unit vectors in the last rows (padding
@@ -61,7 +61,7 @@ def _padded_qr(matrix: Any) -> tuple[Any, Any]:
     return q, jnp.where(unused[None, :], jnp.zeros((), r.dtype), r)
 
 
-def _svd_algorithm(name: str, platform: str) -> Any:
+def svd_algorithm(name: str, platform: str) -> Any:
     """The ``algorithm`` argument of :func:`_svd` for a :data:`nonmarkov.config.VALID_JAX_SVD`
     name: a ``jax.lax.linalg.SvdAlgorithm``, or None (JAX's default)."""
     from jax import lax
@@ -73,7 +73,7 @@ def _svd_algorithm(name: str, platform: str) -> Any:
 
 def _svd(matrix: Any, algorithm: Any) -> tuple[Any, Any, Any]:
     """Thin SVD of a (p, q) matrix as (u s, s, vh): (p, k), (k,) descending, (k, q),
-    k = min(p, q), with the configured algorithm (see :func:`_svd_algorithm`)."""
+    k = min(p, q), with the configured algorithm (see :func:`svd_algorithm`)."""
     from jax import lax
 
     u, s, vh = lax.linalg.svd(matrix, full_matrices=False, algorithm=algorithm)

@@ -49,7 +49,8 @@ from ..shared import GaugedChain
 from . import placement, planner
 from .compiler import compile_kernel
 from .cuts import cut
-from .padding import _svd_algorithm
+from .modules import jax_modules
+from .padding import svd_algorithm
 
 #: the operations of a program: (RIGHT, k), (LEFT, k), (GATE, k, centre_right, gate,
 #: split_left, split_right), (MAP, k, map), (PROCESS, k, in, tensor, classes, out, size),
@@ -57,14 +58,8 @@ from .padding import _svd_algorithm
 RIGHT, LEFT, GATE, MAP, PROCESS, READ = range(6)
 
 
-def _jnp() -> Any:
-    import jax.numpy as jnp
-
-    return jnp
-
-
 def _keep(size: int, used: Any, dtype: Any) -> Any:
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     return (jnp.arange(size) < used).astype(dtype)
 
 
@@ -92,7 +87,7 @@ def _two_site(
     out, the kept rank and the largest rank of the splits (int32; above ``width``
     or ``split`` the result is cut and the caller redoes it).
     """
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     big_l, p, big_a, big_m = left.shape
     _, q, big_a2, big_r = right.shape
     dtype = left.dtype
@@ -147,7 +142,7 @@ def _two_site(
 def _masked_qr(matrix: Any, row_keep: Any, columns: Any) -> tuple[Any, Any]:
     """QR of a (rows, cols) padded matrix with Q (rows, cols) and R (cols, cols),
     Q masked to the used rows and both to the first ``columns`` columns."""
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     rows, cols = matrix.shape
     if rows < cols:
         matrix = jnp.pad(matrix, ((0, cols - rows), (0, 0)))
@@ -159,7 +154,7 @@ def _masked_qr(matrix: Any, row_keep: Any, columns: Any) -> tuple[Any, Any]:
 
 def _right_move(site: Any, following: Any, true: Any) -> tuple[Any, Any]:
     """Gauge centre from ``site`` (L, p, A, R) to ``following``; ``true`` (l, a, r)."""
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     big_l, p, big_a, big_r = site.shape
     dtype = site.dtype
     rows = (
@@ -173,7 +168,7 @@ def _right_move(site: Any, following: Any, true: Any) -> tuple[Any, Any]:
 
 def _left_move(previous: Any, site: Any, true: Any) -> tuple[Any, Any]:
     """Gauge centre from ``site`` (L, p, A, R) to ``previous``; ``true`` (l, a, r)."""
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     big_l, p, big_a, big_r = site.shape
     dtype = site.dtype
     rows = (
@@ -191,7 +186,7 @@ def _process_step(
 ) -> Any:
     """:func:`nonmarkov.kernels.tebd.apply_process_step` on a padded site (L, p, A, R)
     and step tensor (A, A', c)."""
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     site = jnp.einsum("xp,lpar->lxar", transform_in, site)
     site = jnp.einsum("lpar,abp->lpbr", site, tensor[:, :, classes])
     return jnp.einsum("yx,lxar->lyar", transform_out, site)
@@ -200,7 +195,7 @@ def _process_step(
 def _read(sites: Sequence[Any], caps: Sequence[Any], groups: tuple[tuple[int, ...], ...]) -> Any:
     """The trace (without the chain's scale) and the group vectors of
     :meth:`~nonmarkov.engines.base.TebdEngine.read_out` from padded sites and caps."""
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     capped = [jnp.tensordot(site, cap, axes=([2], [0])) for site, cap in zip(sites, caps)]
     transfers = []
     for site in capped:
@@ -242,7 +237,7 @@ def _program(
     out, the largest ranks wanted by the cuts of the bonds and by the splits, and
     the read-out (or None).
     """
-    jnp = _jnp()
+    _, jnp, _ = jax_modules()
     out = list(sites)
     log_norm = jnp.zeros((), out[0].real.dtype)
     wanted = split_wanted = jnp.int32(0)
@@ -306,7 +301,7 @@ def _kernel(
             width=width,
             split=split,
             max_rank=max_rank,
-            svd=_svd_algorithm(svd, platform),
+            svd=svd_algorithm(svd, platform),
         ),
         platform=platform,
     )
@@ -545,7 +540,7 @@ class JaxTebdEngine(GaugedChain):
 
     def _grow(self, size: int, wanted: int) -> None:
         """Pad every inner bond of the program's start to bucket ``size``."""
-        jnp = _jnp()
+        _, jnp, _ = jax_modules()
         extra = size - self.stats.bond
         last = len(self._sites) - 1
         for k, site in enumerate(self._sites):

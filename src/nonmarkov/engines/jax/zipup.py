@@ -31,7 +31,7 @@ from typing import Any
 from . import compiler
 from .cuts import cut, zip_up_cut
 from .modules import jax_modules
-from .padding import _extent, _svd_algorithm
+from .padding import extent, svd_algorithm
 
 #: the site kernels of a step, by name (``lax.switch`` branches pick among them)
 SKIP, TRACE, CUT = 0, 1, 2
@@ -142,8 +142,8 @@ def step(
 
     def cut_site(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
         previous, width, growth = carry
-        groups = _extent(site, 0)
-        width = jnp.where(width > 0, width, _extent(site, 2))  # 0: the identity carry
+        groups = extent(site, 0)
+        width = jnp.where(width > 0, width, extent(site, 2))  # 0: the identity carry
         u, s, vh, rank, wider = zip_up_cut(
             couple(previous, site, lag),
             groups,
@@ -246,7 +246,7 @@ def step(
 
     split_rank = ranks[jnp.maximum(tail_length - 1, 0)]
     wanted = jnp.maximum(jnp.maximum(jnp.max(zip_ranks), jnp.max(ranks)), front_rank)
-    oldest_right = _extent(lax.dynamic_index_in_dim(new_sites, holder, 0, keepdims=False), 2)
+    oldest_right = extent(lax.dynamic_index_in_dim(new_sites, holder, 0, keepdims=False), 2)
     largest = jnp.maximum(jnp.maximum(jnp.max(ranks), front_rank), oldest_right)
     if oldest == "finalize":
         final_rank = jnp.where(finalize_full, split_rank, 0)
@@ -269,7 +269,7 @@ def compiled_step(
             memory=memory,
             max_rank=max_rank,
             oldest=oldest,
-            svd=_svd_algorithm(svd, platform),
+            svd=svd_algorithm(svd, platform),
         ),
         platform=platform,
     )
