@@ -138,19 +138,6 @@ def test_padding_and_chunks_do_not_change_the_result():
     numpy.testing.assert_allclose(large, reference, rtol=0, atol=1e-10)
 
 
-def test_a_bond_beyond_the_compiled_regime_goes_on_on_the_host():
-    """Where a rank outgrows the buckets whose cuts are plain SVDs on the host, the
-    window moves to the host and the run gives NumPy's result."""
-    model = spin_boson(**WELL_CONDITIONED)
-    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-11, dkmax=8)
-    states, tempo = run_tempo(model, parameters, 2.0, compiled="on")
-    reference, _ = run_tempo(model, parameters, 2.0, backend="numpy")
-    stats = tempo.engine.stats
-    assert stats.compiled_steps > 0 and stats.host_steps > 0
-    assert stats.decisions[-1][1] == "host" and "sketch" in stats.decisions[-1][3]
-    numpy.testing.assert_allclose(states, reference, rtol=0, atol=1e-10)
-
-
 def test_svd_algorithm_is_a_choice_that_does_not_change_the_result():
     """The ``svd`` option picks JAX's SVD algorithm; QR-based, divide and conquer and
     default agree; removed or unknown names are refused."""
