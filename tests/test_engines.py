@@ -1,6 +1,6 @@
 """The engine interface (``nonmarkov.engines``), tested through the interface.
 
-Every window engine available (``HostWindowEngine`` on NumPy; ``JaxWindowEngine``
+Every window engine available (``EagerWindowEngine`` on NumPy; ``JaxWindowEngine``
 with its compiled zip-up steps and as its planner chooses, when JAX is installed) runs
 windows built
 from a :class:`~nonmarkov.engines.base.WindowSpec` the way TEMPO and PT-TEMPO
@@ -49,7 +49,7 @@ from nonmarkov import backends
 from nonmarkov.backends.host import to_backend
 from nonmarkov.engines import chain_engine, window_engine
 from nonmarkov.engines.base import ChainRun, WindowSpec
-from nonmarkov.engines.host import HostChainEngine, HostWindowEngine
+from nonmarkov.engines.eager import EagerChainEngine, EagerWindowEngine
 from nonmarkov.influence import DiscretisedInfluence
 from nonmarkov.kernels.chain import close_bonds
 from nonmarkov.methods.dynamics import chain_controls
@@ -98,7 +98,7 @@ def session_options(**changes):
 @pytest.fixture(params=["host", "jax-compiled", "jax-planned"])
 def window_kind(request) -> Kind:
     if request.param == "host":
-        return Kind("host", "numpy", lambda spec: HostWindowEngine(spec, session_options()))
+        return Kind("host", "numpy", lambda spec: EagerWindowEngine(spec, session_options()))
     pytest.importorskip("jax")
     from nonmarkov.engines.jax.window import JaxWindowEngine
 
@@ -115,7 +115,7 @@ def window_kind(request) -> Kind:
 @pytest.fixture(params=["host", "plain", "jax-compiled", "jax-planned"])
 def chain_kind(request) -> Kind:
     if request.param == "host":
-        return Kind("host", "numpy", lambda: HostChainEngine(session_options()))
+        return Kind("host", "numpy", lambda: EagerChainEngine(session_options()))
     if request.param == "plain":  # the smallest engine (docs/ARCHITECTURE.md, "Adding an engine")
         return Kind("plain", "numpy", lambda: PlainChainEngine(session_options()))
     pytest.importorskip("jax")
@@ -202,7 +202,7 @@ def test_a_trace_window_reads_out_tempos_states_on_every_engine(window_kind):
     states, ranks, engine = run_trace(window_kind, problem)
     window_kind.check(engine)
     expected, expected_ranks, _ = run_trace(
-        Kind("host", "numpy", HostWindowEngine), problem, calls=()
+        Kind("host", "numpy", EagerWindowEngine), problem, calls=()
     )
     with backends.use_backend("numpy", "double"):
         tempo = nm.Tempo(system, bath, SPIN_BOSON, rho0, 0.0)
@@ -309,7 +309,7 @@ def test_a_finalize_window_gives_pt_tempos_process_tensor_on_every_engine(window
     influence, spec = finalize_problem()
     finalised, ranks, window, log_scale, engine = run_finalize(window_kind, spec)
     window_kind.check(engine)
-    reference = run_finalize(Kind("host", "numpy", HostWindowEngine), spec, calls=())
+    reference = run_finalize(Kind("host", "numpy", EagerWindowEngine), spec, calls=())
     # the bonds chain: finalised sites M[l, c, r] oldest first (r towards the older),
     # then the window oldest first, its front (1, x, k) last
     sites = [site for site, _ in finalised if site is not None]
@@ -356,10 +356,10 @@ def test_the_jax_window_moves_between_host_and_compiled_steps():
     influence = DiscretisedInfluence.from_parameters(bath, parameters)
     front, log_scale = first_point(influence)
     spec = pt_window_spec(influence, front, log_scale, parameters.epsrel, parameters.dkmax)
-    reference = run_finalize(Kind("host", "numpy", HostWindowEngine), spec, calls=())
+    reference = run_finalize(Kind("host", "numpy", EagerWindowEngine), spec, calls=())
     finalised = []
     with backends.use_backend("jax", "double"):
-        host = HostWindowEngine(spec, session_options())
+        host = EagerWindowEngine(spec, session_options())
         with backends.use_backend("numpy", "double"):
             finalised += host.advance_finalize(4)[0]
             window, log_scale = host.host_window()
@@ -532,8 +532,8 @@ def test_calls_of_the_wrong_mode_are_refused(window_kind):
 def test_the_active_backend_chooses_the_engines():
     _, spec = finalize_problem()
     with backends.use_backend("numpy", "double"):
-        assert isinstance(window_engine(spec), HostWindowEngine)
-        assert type(chain_engine()) is HostChainEngine
+        assert isinstance(window_engine(spec), EagerWindowEngine)
+        assert type(chain_engine()) is EagerChainEngine
     with pytest.raises(TypeError, match="options"):
         window_engine(spec, {"compiled": "on"})
     pytest.importorskip("jax")

@@ -241,7 +241,7 @@ def test_uniform_process_tensor_structure():
 def test_a_long_uniform_run_needs_k_plus_one_distinct_steps():
     """The chain engines see the repeating tensor as one array, so the compiled scan's
     table of a 2000-step run holds K + 1 rows (constant memory for any length)."""
-    from nonmarkov.engines.host import HostChainEngine
+    from nonmarkov.engines.eager import EagerChainEngine
     from nonmarkov.engines.jax.chain import distinct_steps
 
     _, bath, _ = biased_spin_boson()
@@ -249,7 +249,7 @@ def test_a_long_uniform_run_needs_k_plus_one_distinct_steps():
         bath, nm.TempoParameters(dt=0.2, epsrel=1e-6, dkmax=3), progress_type="silent"
     )
     num_steps = 2000
-    prepared = HostChainEngine().prepare([uniform], num_steps, record_all=True)[0]
+    prepared = EagerChainEngine().prepare([uniform], num_steps, record_all=True)[0]
     tensors = [uniform.get_step_tensor(k)[0] for k in range(num_steps)]
     first, rows = distinct_steps(tensors, [prepared.cap(k) for k in range(num_steps)])
     assert first == [0, 1, 2, 3] and rows[:5] == [0, 1, 2, 3, 3] and set(rows[3:]) == {3}

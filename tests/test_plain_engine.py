@@ -26,7 +26,7 @@ from models import (
     spin_boson,
 )
 from nonmarkov.engines import chain_engine, use_engines
-from nonmarkov.engines.host import HostChainEngine
+from nonmarkov.engines.eager import EagerChainEngine
 
 SILENT = {"progress_type": "silent"}
 
@@ -108,8 +108,8 @@ def test_an_engines_refusal_reaches_the_user(independent_boson):
 
 def test_use_engines_restores_the_choice_and_refuses_unknown_kinds():
     with use_engines(chain=PlainChainEngine):
-        with use_engines(chain=lambda options: HostChainEngine(options)):
-            assert type(chain_engine()) is HostChainEngine
+        with use_engines(chain=lambda options: EagerChainEngine(options)):
+            assert type(chain_engine()) is EagerChainEngine
         assert isinstance(chain_engine(), PlainChainEngine)
     assert not isinstance(chain_engine(), PlainChainEngine)
     with pytest.raises(TypeError, match="unknown engine kind 'chains'"):

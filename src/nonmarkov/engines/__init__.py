@@ -32,7 +32,7 @@ from .base import (
     WindowEngine,
     WindowSpec,
 )
-from .host import HostChainEngine, HostTebdEngine, HostWindowEngine, in_memory
+from .eager import EagerChainEngine, EagerTebdEngine, EagerWindowEngine, in_memory
 
 #: the kinds of engine :func:`use_engines` can put in place
 ENGINE_KINDS = ("window", "chain", "tebd")
@@ -95,7 +95,7 @@ def _window(spec: WindowSpec, options: EngineOptions | None, resume: bool) -> Wi
 
         engine = JaxWindowEngine(spec, options, np.dtype_complex)
     else:
-        engine = HostWindowEngine(spec, options)
+        engine = EagerWindowEngine(spec, options)
     declared: WindowCapabilities = _capabilities(engine, "window", WindowCapabilities)
     if spec.oldest not in declared.modes:
         raise _refuse(
@@ -155,7 +155,7 @@ def chain_engine(
 
         engine = JaxChainEngine(options)
     else:
-        engine = HostChainEngine(options)
+        engine = EagerChainEngine(options)
     declared: ChainCapabilities = _capabilities(engine, "chain", ChainCapabilities)
     if batch and not declared.batch:
         raise _refuse(
@@ -195,7 +195,7 @@ def tebd_engine(spec: TebdSpec, options: EngineOptions | None = None) -> TebdEng
 
         engine = jax_tebd_engine(spec, options)
     else:
-        engine = HostTebdEngine(spec, options)
+        engine = EagerTebdEngine(spec, options)
     declared: TebdCapabilities = _capabilities(engine, "tebd", TebdCapabilities)
     if spec.max_rank is not None and not declared.max_rank:
         raise _refuse(engine, "tebd", "max_rank", "use the NumPy backend's TEBD engine")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as default_np
 
 from ..base import ChainRun
-from ..host import folded
+from ..eager import folded
 from .chain import platform_of
 from .compiler import compile_kernel
 

@@ -15,7 +15,7 @@ from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
 from ..base import DEVICES, ChainCapabilities, ChainRun, PreparedProcessTensor
-from ..host import HostChainEngine, in_memory
+from ..eager import EagerChainEngine, in_memory
 from . import batched, placement, planner
 from .chain import (
     SCANNED,
@@ -59,7 +59,7 @@ class StepsOnHost:
             return super().step_members(state, step, *arguments, **keywords)  # type: ignore[misc]
 
 
-class JaxChainEngine(StepsOnHost, HostChainEngine):
+class JaxChainEngine(StepsOnHost, EagerChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
     A run without controls on process tensors in memory whose tables of padded
@@ -234,7 +234,7 @@ def scan_tables(
     cap table, rows) for :mod:`.chain` in ``dtype``, or None if the tables and
     ``extra_bytes`` exceed :data:`~.planner.SCAN_BYTES`."""
     with numpy_in_this_thread():  # the caps on the host, once
-        prepared = HostChainEngine().prepare(pts, num_steps, True)
+        prepared = EagerChainEngine().prepare(pts, num_steps, True)
         steps = [
             (
                 [pt.get_step_tensor(k)[0] for k in range(num_steps)],

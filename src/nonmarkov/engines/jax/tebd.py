@@ -44,7 +44,7 @@ from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...kernels.tebd import environments, group_vector
 from ...options import EngineOptions
 from ..base import DEVICES, PreparedProcessTensor, TebdCapabilities, TebdSpec
-from ..host import HostTebdEngine
+from ..eager import EagerTebdEngine
 from ..shared import GaugedChain
 from . import placement, planner
 from .compiler import compile_kernel
@@ -342,7 +342,7 @@ class TebdRunStats:
 
 class JaxTebdEngine(GaugedChain):
     """The TEBD engine on JAX (see :class:`~nonmarkov.engines.base.TebdEngine` and the
-    module docstring); the same algorithm as :class:`~nonmarkov.engines.host.HostTebdEngine`
+    module docstring); the same algorithm as :class:`~nonmarkov.engines.eager.EagerTebdEngine`
     (gauge centre, sweep directions, cuts), on padded arrays in compiled programs.
 
     ``decisions``: (entry, where, why) of the engine's choices (the bucket's growth
@@ -594,7 +594,7 @@ class HostTebdOnJax:
 
     def __init__(self, spec: TebdSpec, options: EngineOptions, reason: str):
         with numpy_in_this_thread():
-            self._engine = HostTebdEngine(spec, options)
+            self._engine = EagerTebdEngine(spec, options)
         #: (entry, 'host', why)
         self.decisions = [("tebd", planner.HOST, reason)]
 

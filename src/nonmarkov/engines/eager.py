@@ -1,4 +1,4 @@
-"""The host engines: the window and chain engines on the backend proxy's kernels.
+"""The eager engines: window, chain and TEBD engines run step by step on the backend proxy.
 
 These run the NumPy kernels of :mod:`nonmarkov.kernels` step by step. They are
 the engines of the NumPy backend, the first steps of the JAX window engine
@@ -49,12 +49,12 @@ STREAM_CACHE_BYTES = 64 * 2**20
 
 
 def host_sweep(options: EngineOptions | None) -> str:
-    """The window sweep of the host engine (:mod:`nonmarkov.kernels.window`) for ``options``."""
+    """The window sweep of the eager engine (:mod:`nonmarkov.kernels.window`) for ``options``."""
     choice = resolve(options).window_sweep
     return "zip_up" if choice == "auto" else choice
 
 
-class HostWindowEngine:
+class EagerWindowEngine:
     """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
     on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
 
@@ -268,7 +268,7 @@ def folded(first: Any, second: Any, before: Any, after: Any) -> tuple[Any, Any]:
     return first, second
 
 
-class HostChainEngine:
+class EagerChainEngine:
     """The chain engine on the kernels of :mod:`nonmarkov.kernels.chain`, step by step
     (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
@@ -391,7 +391,7 @@ class HostChainEngine:
     ) -> Callable[..., Any]:
         """Not declared (``capabilities.differentiable``): :func:`nonmarkov.engines.chain_engine`
         refuses a request for it."""
-        raise NotImplementedError("HostChainEngine has no automatic differentiation")
+        raise NotImplementedError("EagerChainEngine has no automatic differentiation")
 
     def adjoint(
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
@@ -489,7 +489,7 @@ class DeviceCopies:
         return entry[1]
 
 
-class HostTebdEngine(GaugedChain):
+class EagerTebdEngine(GaugedChain):
     """A chain MPS with augmented legs on the kernels of :mod:`nonmarkov.kernels.tebd`
     (see :class:`~nonmarkov.engines.base.TebdEngine`).
 
