@@ -13,8 +13,8 @@ import pytest
 import nonmarkov as nm
 from models import spin_boson
 from nonmarkov import backends
-from nonmarkov.io.batched import BatchedDynamics
-from nonmarkov.methods.batched import compute_dynamics_batch
+from nonmarkov.io.batched_results import BatchedDynamics
+from nonmarkov.methods.batched_dynamics import compute_dynamics_batch
 
 SX = nm.operators.sigma("x")
 SZ = nm.operators.sigma("z")

@@ -30,14 +30,14 @@ from . import tempo as tempo
 from . import util as util
 from . import version as version
 from ._version import __version__ as __version__
-from .io.batched import BatchedDynamics as BatchedDynamics
+from .io.batched_results import BatchedDynamics as BatchedDynamics
 from .io.results import Dynamics as Dynamics
 from .io.results import MeanFieldDynamics as MeanFieldDynamics
 from .io.results import import_dynamics as import_dynamics
 from .io.results import import_mean_field_dynamics as import_mean_field_dynamics
 from .methods.autodiff import differentiable_dynamics as differentiable_dynamics
-from .methods.batched import compute_dynamics_batch as compute_dynamics_batch
 from .methods.batched_correlations import compute_correlations_batch as compute_correlations_batch
+from .methods.batched_dynamics import compute_dynamics_batch as compute_dynamics_batch
 from .methods.bath_dynamics import TwoTimeBathCorrelations as TwoTimeBathCorrelations
 from .methods.convergence import ConvergenceError as ConvergenceError
 from .methods.convergence import converge as converge
@@ -63,8 +63,6 @@ from .methods.uniform import compute_steady_state as compute_steady_state
 from .methods.uniform import compute_uniform_dynamics as compute_uniform_dynamics
 from .methods.uniform import pt_uniform_compute as pt_uniform_compute
 from .model.bath import Bath as Bath
-from .model.chain import ChainControl as ChainControl
-from .model.chain import SystemChain as SystemChain
 from .model.control import Control as Control
 from .model.correlations import CustomCorrelations as CustomCorrelations
 from .model.correlations import CustomSD as CustomSD
@@ -80,6 +78,8 @@ from .model.system import MeanFieldSystem as MeanFieldSystem
 from .model.system import System as System
 from .model.system import TimeDependentSystem as TimeDependentSystem
 from .model.system import TimeDependentSystemWithField as TimeDependentSystemWithField
+from .model.system_chain import ChainControl as ChainControl
+from .model.system_chain import SystemChain as SystemChain
 from .options import EngineOptions as EngineOptions
 from .options import set_default_options as set_default_options
 from .process_tensors.base import SimpleProcessTensor as SimpleProcessTensor

@@ -3,5 +3,5 @@
 from .methods.pt_tebd import AugmentedMPS as AugmentedMPS
 from .methods.pt_tebd import PtTebd as PtTebd
 from .methods.pt_tebd import PtTebdParameters as PtTebdParameters
-from .model.chain import ChainControl as ChainControl
-from .model.chain import SystemChain as SystemChain
+from .model.system_chain import ChainControl as ChainControl
+from .model.system_chain import SystemChain as SystemChain

@@ -27,7 +27,7 @@ from ..model.system import BaseSystem
 from ..options import EngineOptions
 from ..progress import Progress
 from . import checks
-from .batched import BATCH_BYTES, batch_members, check_member_runs
+from .batched_dynamics import BATCH_BYTES, batch_members, check_member_runs
 from .correlations import (
     TIME_ORDERS,
     CorrelationSweep,

@@ -49,7 +49,7 @@ from ..model.system import BaseSystem, System
 from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor
 from ..progress import Progress
-from .batched import MemberPropagators, member_controls
+from .batched_dynamics import MemberPropagators, member_controls
 from .dynamics import chain_controls, check_dynamics_inputs
 
 TIME_ORDERS = ("ordered", "anti", "full")

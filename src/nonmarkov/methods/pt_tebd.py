@@ -44,7 +44,7 @@ from .._threads import hot_loop_threads
 from ..engines import chain_engine, tebd_engine
 from ..engines.base import PreparedProcessTensor, TebdEngine, TebdSpec
 from ..io.results import Dynamics
-from ..model.chain import ChainControl, SystemChain
+from ..model.system_chain import ChainControl, SystemChain
 from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor, TrivialProcessTensor
 from ..progress import Progress, check_progress_type

@@ -30,7 +30,7 @@ import numpy as default_np
 
 from .. import validation as check
 from ..backends import get_backend, get_precision, set_backend
-from ..io.batched import BatchedDynamics
+from ..io.batched_results import BatchedDynamics
 from ..io.results import Dynamics
 from ..progress import Progress, check_progress_type
 from .grid import expand_grid, point_key

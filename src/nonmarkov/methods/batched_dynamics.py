@@ -25,7 +25,7 @@ from .. import validation as check
 from .._threads import hot_loop_threads
 from ..engines import chain_engine
 from ..engines.base import ChainRun
-from ..io.batched import BatchedDynamics
+from ..io.batched_results import BatchedDynamics
 from ..model.control import Control
 from ..model.parameterized import ParameterizedSystem
 from ..model.system import BaseSystem, System
@@ -235,7 +235,7 @@ def compute_dynamics_batch(
         for every member, a list of B such arrays, or a (B, 2N, M) array.
 
     The batch size B is the length of the lists given (those given once serve
-    every member). Returns a :class:`~nonmarkov.io.batched.BatchedDynamics`:
+    every member). Returns a :class:`~nonmarkov.io.batched_results.BatchedDynamics`:
     ``batch[m]`` is member m's :class:`~nonmarkov.Dynamics` (times start_time +
     k dt), ``batch.states`` all of them as (B, T, d, d). Raises TypeError/
     ValueError (an empty batch, lists of different lengths, systems of different
