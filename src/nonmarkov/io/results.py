@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as default_np
@@ -26,6 +27,17 @@ def _sequence(value: Any, name: str, what: str) -> list:
         return list(value)
     except TypeError as error:
         raise TypeError(f"{name} must be a sequence of {what}; got {value!r}") from error
+
+
+def plot_with_band(ax: Any, times: Any, series: Any, band: Any | None, label: str | None) -> None:
+    """One line of ``series`` (N,) against ``times`` (N,) on the matplotlib Axes ``ax``,
+    and, where ``band`` (N,) is given, the band series +- band in the line's colour
+    (the error estimate of a converged result)."""
+    (line,) = ax.plot(times, series, label=label)
+    if band is not None:
+        ax.fill_between(
+            times, series - band, series + band, color=line.get_color(), alpha=0.25, linewidth=0
+        )
 
 
 class BaseDynamics:
@@ -287,18 +299,13 @@ class Dynamics(BaseDynamics):
         if times is not None:
             bands = self.error_bands(operators)
             for name, series in values.items():
-                (line,) = ax.plot(
-                    times, series, label=name if label is None else f"{label}: {name}"
+                plot_with_band(
+                    ax,
+                    times,
+                    series,
+                    bands.get(name),
+                    name if label is None else f"{label}: {name}",
                 )
-                if name in bands:
-                    ax.fill_between(
-                        times,
-                        series - bands[name],
-                        series + bands[name],
-                        color=line.get_color(),
-                        alpha=0.25,
-                        linewidth=0,
-                    )
         ax.set_xlabel("time t")
         ax.set_ylabel("expectation value")
         ax.legend(fontsize=8)
@@ -464,10 +471,17 @@ def _write(filename: str, overwrite: bool, arrays: dict[str, Any], text: dict[st
             with h5py.File(temporary, "w") as handle:
                 for key, value in text.items():
                     handle.attrs[key] = value
-                for key, array in arrays.items():
-                    array = default_np.asarray(array)
-                    checksum = array.ndim > 0 and array.size > 0  # (scalars cannot carry one)
-                    handle.create_dataset(key, data=array, fletcher32=checksum)
+                write_datasets(handle, arrays)
+
+
+def write_datasets(group: Any, arrays: Mapping[str, Any]) -> None:
+    """Each array of ``arrays`` (name -> array) as a dataset of the open HDF5 group
+    ``group``, with a fletcher32 checksum where it can carry one (not a scalar, not
+    empty), so that a damaged file fails when read."""
+    for key, array in arrays.items():
+        array = default_np.asarray(array)
+        checksum = array.ndim > 0 and array.size > 0
+        group.create_dataset(key, data=array, fletcher32=checksum)
 
 
 def _read(filename: str, file_format: str, what: str, required: tuple[str, ...]) -> dict[str, Any]:

@@ -67,6 +67,7 @@ from ..model.parameters import (
     EPSREL_FLOOR,
     GUESS_WARNING_MSG,
     TempoParameters,
+    check_bath_interval,
     guess_tempo_parameters,
 )
 from ..model.system import BaseSystem
@@ -725,10 +726,7 @@ def climb(
         raise ValueError(
             f"tolerance must be < 1 (an absolute error of the states); got {tolerance}"
         )
-    start_time = check.real_number(start_time, "start_time")
-    end_time = check.real_number(end_time, "end_time")
-    if end_time <= start_time:
-        raise ValueError(f"end_time ({end_time}) must be after start_time ({start_time})")
+    start_time, end_time = check_bath_interval(bath, start_time, end_time)
     if parameters is None:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=re.escape(GUESS_WARNING_MSG[:40]))

@@ -39,7 +39,7 @@ from typing import Any
 from .. import backends
 from .._version import __version__
 from ..io.atomic import atomic_path
-from ..io.results import Dynamics, import_dynamics
+from ..io.results import Dynamics, import_dynamics, plot_with_band
 from ..io.spec import RunSpec, Spec, SpecError
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
@@ -677,16 +677,7 @@ def plot_results(
             continue
         bands = dynamics.error_bands(observables)
         for ax, (name, series) in zip(axes[:, 0], values.items()):
-            (line,) = ax.plot(times, series, label=label)
-            if name in bands:
-                ax.fill_between(
-                    times,
-                    series - bands[name],
-                    series + bands[name],
-                    color=line.get_color(),
-                    alpha=0.25,
-                    linewidth=0,
-                )
+            plot_with_band(ax, times, series, bands.get(name), label)
             ax.set_ylabel(_axis_label(name))
     axes[-1, 0].set_xlabel("time t")
     if any(label is not None for label in labels):

@@ -169,7 +169,7 @@ class BaseCorrelations(BaseAPIClass):
         argument set. On the interface itself (a subclass that does not implement the
         integral) it is a NotImplementedError, whatever the arguments.
         """
-        if type(self)._region_integral is BaseCorrelations._region_integral:
+        if type(self)._finite_region_integral is BaseCorrelations._finite_region_integral:
             raise NotImplementedError(
                 f"{type(self).__name__} does not implement correlation_2d_integral; use "
                 "PowerLawSD, CustomSD or CustomCorrelations"
@@ -201,6 +201,33 @@ class BaseCorrelations(BaseAPIClass):
     def _region_integral(
         self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara
     ) -> complex:
+        """The integral of checked arguments: in imaginary time, or an infinite
+        rectangle as its lower triangle and the tail beyond, or a finite region."""
+        if matsubara:
+            return self._matsubara_region_integral(
+                delta, time_1, time_2, shape, epsrel, subdiv_limit
+            )
+        if shape == "rectangle" and math.isinf(time_2):
+            # a ramp over [time_1 - delta, time_1], then the weight delta to infinity
+            return self._finite_region_integral(
+                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit
+            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
+        return self._finite_region_integral(delta, time_1, time_2, shape, epsrel, subdiv_limit)
+
+    def _finite_region_integral(
+        self, delta, time_1, time_2, shape, epsrel, subdiv_limit
+    ) -> complex:
+        """The real-time integral over a finite region (a subclass gives it)."""
+        raise NotImplementedError
+
+    def _matsubara_region_integral(
+        self, delta, time_1, time_2, shape, epsrel, subdiv_limit
+    ) -> complex:
+        """The imaginary-time integral over a region (a subclass gives it)."""
+        raise NotImplementedError
+
+    def _tail_integral(self, time: float, epsrel: float, subdiv_limit: int) -> complex:
+        """int_time^inf C(tau) dtau (a subclass gives it)."""
         raise NotImplementedError
 
     def max_correlation_time_estimate(self, tolerance: float = 1e-3) -> float:
@@ -211,7 +238,7 @@ class BaseCorrelations(BaseAPIClass):
         c0 = abs(complex(self.correlation(0.0)))
         if c0 == 0.0:
             return 0.0
-        taus = default_np.geomspace(1e-3, 1e4, 161) * self._time_scale()
+        taus = default_np.geomspace(1e-3, 1e4, 161) * self.time_scale()
         values = default_np.abs(default_np.asarray(self.correlation(taus))) / c0
         above = default_np.nonzero(values > tolerance)[0]
         if len(above) == 0:
@@ -219,7 +246,10 @@ class BaseCorrelations(BaseAPIClass):
         index = min(above[-1] + 1, len(taus) - 1)
         return float(taus[index])
 
-    def _time_scale(self) -> float:
+    def time_scale(self) -> float:
+        """The time on which C(tau) varies (the bath's 1 / cutoff; 1 for correlations
+        given as a function): the unit of the time grids that estimate a correlation
+        time or a time step."""
         return 1.0
 
 
@@ -279,16 +309,13 @@ class CustomCorrelations(BaseCorrelations):
         ]
         return complex(parts[0], parts[1])
 
-    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
-        if matsubara:
-            raise ValueError(
-                "CustomCorrelations has no imaginary-time correlation "
-                "(matsubara=True needs a spectral density)"
-            )
-        if shape == "rectangle" and math.isinf(time_2):
-            return self._region_integral(
-                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
-            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
+    def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
+        raise ValueError(
+            "CustomCorrelations has no imaginary-time correlation "
+            "(matsubara=True needs a spectral density)"
+        )
+
+    def _finite_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         total = 0.0j
         for tau_a, tau_b, w_a, w_b in weight_segments(delta, time_1, time_2, shape):
             if tau_b <= tau_a:
@@ -370,7 +397,8 @@ class CustomSD(BaseCorrelations):
         self.j_function = j_function
         self._upper_limit = _UPPER_LIMIT_IN_CUTOFFS[self.cutoff_type] * self.cutoff
 
-    def _time_scale(self) -> float:
+    def time_scale(self) -> float:
+        """1 / cutoff."""
         return 1.0 / self.cutoff
 
     def _cutoff_function(self, omega):
@@ -559,16 +587,7 @@ class CustomSD(BaseCorrelations):
         )
         return complex(real, imag)
 
-    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
-        if matsubara:
-            return self._matsubara_region_integral(
-                delta, time_1, time_2, shape, epsrel, subdiv_limit
-            )
-        if shape == "rectangle" and math.isinf(time_2):
-            # a ramp over [time_1 - delta, time_1], then the weight delta to infinity
-            return self._region_integral(
-                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
-            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
+    def _finite_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         # int_region e^{i w (t'-t'')} = e^{i w c} g(w), with g slowly varying
         if shape in ("square", "rectangle"):
             length = delta if shape == "square" else time_2 - time_1

@@ -240,7 +240,7 @@ def _memory_cut_error(bath: Bath, interval: float) -> tuple[default_np.ndarray, 
     further out; the integrals are trapezoid sums.
     """
     correlations = bath.correlations
-    scale = min(correlations._time_scale(), interval)
+    scale = min(correlations.time_scale(), interval)
     half = _MEMORY_SAMPLES // 2
     taus = default_np.unique(
         default_np.concatenate(
@@ -290,10 +290,10 @@ def _correlation_resolution(bath: Bath) -> float:
     correlations = bath.correlations
     c0 = abs(complex(correlations.correlation(0.0)))
     if not math.isfinite(c0):
-        c0 = abs(complex(correlations.correlation(0.1 * correlations._time_scale())))
+        c0 = abs(complex(correlations.correlation(0.1 * correlations.time_scale())))
     if c0 == 0.0:
         return math.inf
-    taus = default_np.geomspace(1e-3, 1e2, 101) * correlations._time_scale()
+    taus = default_np.geomspace(1e-3, 1e2, 101) * correlations.time_scale()
     values = default_np.abs(default_np.asarray(correlations.correlation(taus)))
     below = default_np.nonzero(values <= 0.5 * c0)[0]
     return float(taus[below[0]]) if below.size else float(taus[-1])

@@ -236,7 +236,9 @@ class ExponentialSD(CustomSD):
     def _j_scalar(self, omega: float) -> float:
         return float(self.spectral_density(omega))
 
-    def _time_scale(self) -> float:
+    def time_scale(self) -> float:
+        """1 / the frequency scale of J (Drude-Lorentz: its cutoff; underdamped: the
+        larger of its frequency and damping)."""
         return 1.0 / self._frequency_scale
 
     def _quad(self, function, epsrel, subdiv_limit, weight=None, wvar=None) -> float:
@@ -329,15 +331,7 @@ class ExponentialSD(CustomSD):
                 )
         return total
 
-    def _region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit, matsubara):
-        if matsubara:
-            return self._matsubara_region_integral(
-                delta, time_1, time_2, shape, epsrel, subdiv_limit
-            )
-        if shape == "rectangle" and math.isinf(time_2):
-            return self._region_integral(
-                delta, time_1, None, "lower-triangle", epsrel, subdiv_limit, False
-            ) + delta * self._tail_integral(time_1, epsrel, subdiv_limit)
+    def _finite_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         pieces = _segments(delta, time_1, time_2, shape)
         direct, reflected = 0.0j, 0.0j
         for start, length, w_a, w_b, mirrored in pieces:
@@ -399,7 +393,7 @@ class ExponentialSD(CustomSD):
         """Smallest time tau_c with |C(tau)| <= tolerance * max |C| from tau_c on, on a
         geometric grid of times from 1e-3 / (frequency scale) (where Re C(0) is
         infinite, the maximum is over that grid)."""
-        taus = default_np.geomspace(1e-3, 1e4, 161) * self._time_scale()
+        taus = default_np.geomspace(1e-3, 1e4, 161) * self.time_scale()
         values = default_np.abs(default_np.asarray(self.correlation(taus)))
         reference = max(float(default_np.max(values)), abs(complex(self.correlation(0.0))))
         if not math.isfinite(reference):

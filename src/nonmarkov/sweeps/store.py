@@ -34,6 +34,7 @@ import numpy as default_np
 
 from .._version import __version__
 from ..io.atomic import atomic_path
+from ..io.results import write_datasets
 from .grid import point_json
 
 RESULTS_FORMAT = "nonmarkov-sweep"
@@ -58,19 +59,6 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _h5py() -> Any:
-    import h5py
-
-    return h5py
-
-
-def _write_arrays(group: Any, arrays: Mapping[str, Any]) -> None:
-    for name, array in arrays.items():
-        array = default_np.asarray(array)
-        checksum = array.ndim > 0 and array.size > 0  # (scalars cannot carry one)
-        group.create_dataset(name, data=array, fletcher32=checksum)
-
-
 def _read_arrays(group: Any) -> dict[str, default_np.ndarray]:
     return {name: default_np.asarray(group[name][()]) for name in group}
 
@@ -83,7 +71,8 @@ def point_filename(directory: str, key: str) -> str:
 def write_point(directory: str, key: str, point: Mapping[str, Any], outcome: Outcome) -> str:
     """Write ``outcome`` of ``point`` (key ``key``) atomically into ``directory``;
     returns the file's name."""
-    h5py = _h5py()
+    import h5py
+
     filename = point_filename(directory, key)
     with atomic_path(filename) as temporary:
         with h5py.File(temporary, "w") as handle:
@@ -96,7 +85,7 @@ def write_point(directory: str, key: str, point: Mapping[str, Any], outcome: Out
             attrs["status"] = outcome.status
             attrs["error"] = outcome.error
             attrs["seconds"] = float(outcome.seconds)
-            _write_arrays(handle.create_group("results"), outcome.arrays)
+            write_datasets(handle.create_group("results"), outcome.arrays)
             attrs["complete"] = True
     return filename
 
@@ -104,7 +93,8 @@ def write_point(directory: str, key: str, point: Mapping[str, Any], outcome: Out
 def read_point(filename: str, key: str) -> Outcome:
     """The outcome in the point file ``filename``, which must be a complete point
     file of key ``key``; raises SweepFileError (naming the file) otherwise."""
-    h5py = _h5py()
+    import h5py
+
     try:
         with h5py.File(filename, "r") as handle:
             attrs = handle.attrs
@@ -152,7 +142,8 @@ def write_results(
     function: str,
 ) -> None:
     """Write a whole sweep to ``filename`` atomically (layout: module docstring)."""
-    h5py = _h5py()
+    import h5py
+
     text = h5py.string_dtype()
     with atomic_path(filename) as temporary:
         with h5py.File(temporary, "w") as handle:
@@ -177,7 +168,7 @@ def write_results(
             results = handle.create_group("results")
             for index, outcome in enumerate(outcomes):
                 if outcome.status == "ok":
-                    _write_arrays(results.create_group(f"{index:08d}"), outcome.arrays)
+                    write_datasets(results.create_group(f"{index:08d}"), outcome.arrays)
             attrs["complete"] = True
 
 
@@ -189,7 +180,8 @@ def read_results(
     filename = os.fspath(filename)
     if not os.path.isfile(filename):
         raise FileNotFoundError(f"sweep results file {filename!r} does not exist")
-    h5py = _h5py()
+    import h5py
+
     try:
         with h5py.File(filename, "r") as handle:
             attrs = handle.attrs
