@@ -192,16 +192,16 @@ def test_bad_input_is_refused_before_any_step(two_process_tensors):
 
 @pytest.mark.skip_backend("numpy", reason="the compiled, vmapped scan is the JAX engine's")
 def test_jax_runs_a_mixed_batch_as_one_compiled_scan(two_process_tensors, monkeypatch):
-    from nonmarkov.engines.jax import batched as compiled
+    from nonmarkov.engines.jax import engine as compiled
 
     calls = []
-    original = compiled.run_batch
+    original = compiled.run_members
 
     def counted(*arguments, **keywords):
         calls.append(arguments[4])  # per_member
         return original(*arguments, **keywords)
 
-    monkeypatch.setattr(compiled, "run_batch", counted)
+    monkeypatch.setattr(compiled, "run_members", counted)
     systems, states = members()
     batch = compute_dynamics_batch(
         systems,

@@ -377,10 +377,10 @@ def test_scanned_dynamics_agrees_with_the_step_loop(
     two_process_tensors, monkeypatch, num_baths, record_all
 ):
     calls = []
-    original = jax_engine.run_chain
+    original = jax_engine.run_members
     monkeypatch.setattr(
         jax_engine,
-        "run_chain",
+        "run_members",
         lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs),
     )
     process_tensor = two_process_tensors[0] if num_baths == 1 else two_process_tensors
@@ -404,8 +404,15 @@ def test_scanned_dynamics_agrees_with_the_step_loop(
     numpy.testing.assert_allclose(results["jax"][1], results["numpy"][1], rtol=0, atol=1e-10)
 
 
-def test_dynamics_with_control_keeps_the_step_loop(two_process_tensors, monkeypatch):
-    monkeypatch.setattr(jax_engine, "run_chain", None)  # any use would fail
+def test_dynamics_with_control_is_one_compiled_scan(two_process_tensors, monkeypatch):
+    """A control is folded into the propagators next to it: the run is still one scan."""
+    calls = []
+    original = jax_engine.run_members
+    monkeypatch.setattr(
+        jax_engine,
+        "run_members",
+        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs),
+    )
     system = nm.System(0.5 * SX)
     control = nm.Control(2)
     control.add_single(3, nm.operators.left_super(SX) @ nm.operators.right_super(SX))
@@ -420,9 +427,11 @@ def test_dynamics_with_control_keeps_the_step_loop(two_process_tensors, monkeypa
                         process_tensor=two_process_tensors[0],
                         control=control,
                         progress_type="silent",
+                        options=engine_options(compiled="on"),
                     ).states
                 )
             )
+    assert calls == [1]
     numpy.testing.assert_allclose(results[1], results[0], rtol=0, atol=1e-10)
 
 

@@ -438,9 +438,9 @@ def chain_run(system, control, process_tensors, record_all, counted):
 def test_chain_engines_run_the_same_chain(
     chain_kind, two_process_tensors, record_all, constant, controlled, monkeypatch
 ):
-    """Against ``compute_dynamics`` on NumPy; on JAX with ``compiled='on'``, a chain
-    without controls (constant or time-dependent propagators) is the compiled scan, the
-    others the host engine's steps; as planned, these short chains run on the host
+    """Against ``compute_dynamics`` on NumPy; on JAX with ``compiled='on'``, every chain
+    (constant or time-dependent propagators, controls folded in) is the compiled scan, a
+    batch of one; as planned, these short chains run on the host
     unless their scan is compiled already, a decision the engine records with its
     reason."""
     system, control = chain_case(constant, controlled)
@@ -448,8 +448,8 @@ def test_chain_engines_run_the_same_chain(
     if chain_kind.backend == "jax":
         from nonmarkov.engines.jax import engine as jax_engine
 
-        scan = jax_engine.run_chain
-        monkeypatch.setattr(jax_engine, "run_chain", lambda *args: scans.append(1) or scan(*args))
+        scan = jax_engine.run_members
+        monkeypatch.setattr(jax_engine, "run_members", lambda *args: scans.append(1) or scan(*args))
     with backends.use_backend("numpy", "double"):
         expected = numpy.asarray(
             nm.compute_dynamics(
@@ -469,7 +469,7 @@ def test_chain_engines_run_the_same_chain(
     assert readouts.shape == ((CHAIN_STEPS if record_all else 1), 4)
     assert sum(counted) == CHAIN_STEPS
     if chain_kind.compiled is not None:  # (as planned: a scan compiled before pays at once)
-        assert len(scans) == (chain_kind.compiled and not controlled)
+        assert len(scans) == chain_kind.compiled
     if chain_kind.backend == "jax":
         (entry, where, reason), *_ = engine.decisions
         assert entry == "run" and where == ("compiled" if scans else "host") and reason

@@ -18,8 +18,14 @@ import numpy as default_np
 
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
-from ..kernels.batched import apply_superoperators, close_bonds_batched
-from ..kernels.chain import apply_step_tensor, apply_superoperator, cap_before, close_bonds
+from ..kernels.chain import (
+    apply_step_tensor,
+    apply_superoperator,
+    apply_superoperators,
+    cap_before,
+    close_bonds,
+    close_bonds_batched,
+)
 from ..kernels.tebd import (
     apply_process_step,
     apply_site_map,
@@ -272,9 +278,8 @@ class EagerChainEngine:
     """The chain engine on the kernels of :mod:`nonmarkov.kernels.chain`, step by step
     (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
-    A run with a member axis steps the whole batch at once with the kernels of
-    :mod:`nonmarkov.kernels.batched` (the state ``v[m, b_1, ..., b_n, alpha]``,
-    member first): a control is folded into the propagator next to it (``first @
+    A run with a member axis steps the whole batch at once with the member-axis
+    kernels (the state ``v[m, b_1, ..., b_n, alpha]``, member first): a control is folded into the propagator next to it (``first @
     before``, ``after @ second``), which costs B d^6 instead of a product with the
     whole state.
     """

@@ -1,8 +1,12 @@
-"""Kernels that contract process-tensor MPOs with a system state.
+"""Kernels that contract process-tensor MPOs with system states.
 
 The state during the contraction is an array ``v[b_1, ..., b_n, alpha]``: one
 open bond per process tensor and the Liouville index alpha (d^2). Step
-tensors are ``T[b, b', c]`` with a class c per Liouville index. No physics.
+tensors are ``T[b, b', c]`` with a class c per Liouville index. A batch of
+states has the member first, ``v[m, b_1, ..., b_n, alpha]``: a step tensor acts
+on bond axis i + 1 (:func:`apply_step_tensor`), superoperators are shared,
+(d^2, d^2), or one per member, (B, d^2, d^2) (:func:`apply_superoperators`), and
+every contraction is one batched matrix product over the whole batch. No physics.
 """
 
 from __future__ import annotations
@@ -15,6 +19,16 @@ from ..backends.numerical_backend import np
 def apply_superoperator(state: Any, superoperator: Any) -> Any:
     """Apply a (d^2, d^2) matrix to the last axis of ``state``."""
     return np.tensordot(state, superoperator, axes=([state.ndim - 1], [1]))
+
+
+def apply_superoperators(state: Any, superoperators: Any) -> Any:
+    """Apply (d^2, d^2) (shared) or (B, d^2, d^2) (member m's to member m) to the
+    last axis of ``state`` (B, ..., d^2)."""
+    if superoperators.ndim == 2:
+        return apply_superoperator(state, superoperators)
+    members, d2 = state.shape[0], state.shape[-1]
+    flat = state.reshape(members, -1, d2)
+    return np.matmul(flat, np.swapaxes(superoperators, 1, 2)).reshape(state.shape)
 
 
 def apply_step_tensor(state: Any, tensor: Any, classes: Any, axis: int) -> Any:
@@ -64,4 +78,12 @@ def close_bonds(state: Any, caps: list[Any]) -> Any:
     """Contract every bond axis of ``state`` with its cap vector; returns (d^2,)."""
     for cap in caps:
         state = np.tensordot(cap, state, axes=([0], [0]))
+    return state
+
+
+def close_bonds_batched(state: Any, caps: list[Any]) -> Any:
+    """Contract every bond axis of ``state`` (B, b_1, ..., b_n, d^2) with its cap
+    vector; returns (B, d^2)."""
+    for cap in caps:
+        state = np.tensordot(state, cap, axes=([1], [0]))  # (B, b_2, ..., d^2)
     return state

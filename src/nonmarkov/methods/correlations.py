@@ -42,7 +42,7 @@ from .._threads import hot_loop_threads
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np
 from ..engines import chain_engine
-from ..kernels.batched import apply_superoperators, close_bonds_batched
+from ..kernels.chain import apply_superoperators, close_bonds_batched
 from ..model.control import Control
 from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem, System

@@ -1,14 +1,22 @@
-"""Compiled (``jax.jit``) contraction of process tensors with a system state.
+"""Compiled (``jax.jit``) contraction of process tensors with system states.
 
 The steps of :mod:`nonmarkov.kernels.chain` for a whole run at once: the state
-``v[b_1, ..., b_n, alpha]`` is carried through a ``lax.scan`` over the
-steps; at each step the half-step propagators and every process tensor's
-transforms and step tensor are applied, and (optionally) the bonds are closed
-with that step's caps to give the read-out. The distinct (step tensor, cap)
-pairs of a process tensor are padded with zeros to one bond dimension and
-stacked into a table, and the scan runs over each step's row of it: static
-shapes, exact zero padding, and a uniform process tensor (whose steps repeat
-one tensor) takes a table of K + 1 rows for any number of steps.
+``v[b_1, ..., b_n, alpha]`` of one member is carried through a ``lax.scan`` over
+the steps (:func:`member_scan`); at each step the half-step propagators and
+every process tensor's transforms and step tensor are applied, and (optionally)
+the bonds are closed with that step's caps to give the read-out. The distinct
+(step tensor, cap) pairs of a process tensor are padded with zeros to one bond
+dimension and stacked into a table, and the scan runs over each step's row of
+it: static shapes, exact zero padding, and a uniform process tensor (whose
+steps repeat one tensor) takes a table of K + 1 rows for any number of steps.
+The propagators are a table too: the distinct (first, second) pairs, controls
+folded in, one row when they are constant.
+
+A run is a batch: ``jax.vmap`` maps the one scan over the members
+(:func:`run_members`; a single run is a batch of one), sharing the process
+tensors' tables and, unless they differ between members, the propagators.
+:func:`differentiable_chain` traces the same scan for one member; the adjoint
+method (:func:`adjoint_chain`) is two scans of its own (it keeps every state).
 
 Everything here is array algebra; requires JAX.
 """
@@ -21,6 +29,8 @@ from typing import Any
 
 import numpy as default_np
 
+from ..base import ChainRun
+from ..eager import folded
 from .compiler import compile_kernel
 
 #: the compiled scans this process has run, by kernel key (their kernels are in JAX's
@@ -110,38 +120,37 @@ def _caps_of(rows: Sequence[Any], baths: Sequence[tuple[Any, ...]]) -> list[Any]
     return [bath[4][row] for row, bath in zip(rows, baths)]
 
 
-def _run(
+def member_scan(
     state: Any,
-    first: Any,
-    second: Any,
-    after: Any,
+    firsts: Any,
+    seconds: Any,
+    propagator_rows: Any,
     baths: tuple[tuple[Any, ...], ...],
     record_all: bool,
     remat: bool = False,
 ) -> Any:
-    """The scan over steps (traced by ``jax.jit``; differentiable).
+    """The scan of one member over the steps (traced by ``jax.jit``; differentiable;
+    ``jax.vmap`` adds the members).
 
-    Shapes: state (B_1, ..., B_n, d^2); first and second (N, d^2, d^2), the
-    half-step propagators of each step; after (N, d^2, d^2), a superoperator
-    applied after each step's propagation, or None; each entry of ``baths`` is
-    (transform_in (d^2, d^2), transform_out (d^2, d^2), classes (d^2,) int,
-    table (U, B, B, m), cap table (U, B), rows (N,) int). ``remat``: recompute
-    each step's intermediates in a backward pass (``jax.checkpoint``) instead of
-    storing them, so that reverse-mode autodiff holds one state per step.
-    Returns the read-outs (N, d^2), or (1, d^2) for the last step only.
+    Shapes: state (B_1, ..., B_n, d^2); firsts and seconds (U, d^2, d^2), the
+    distinct half-step propagator pairs (controls folded in), and propagator_rows
+    (N,) int, each step's row; each entry of ``baths`` is (transform_in (d^2, d^2),
+    transform_out (d^2, d^2), classes (d^2,) int, table (U', B, B, m), cap table
+    (U', B), rows (N,) int). ``remat``: recompute each step's intermediates in a
+    backward pass (``jax.checkpoint``) instead of storing them, so that reverse-mode
+    autodiff holds one state per step. Returns the read-outs (N, d^2), or (1, d^2)
+    for the last step only.
     """
     import jax
     from jax import lax
 
-    def step(state: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
-        rows, first_k, second_k, after_k = inputs
-        state = _apply(_process_step(_apply(state, first_k), rows, baths), second_k)
-        if after_k is not None:
-            state = _apply(state, after_k)
-        return state, (_close(state, _caps_of(rows, baths)) if record_all else None)
+    def step(state: Any, rows: tuple[Any, ...]) -> tuple[Any, Any]:
+        pair, bath_rows = rows[0], rows[1:]
+        state = _apply(_process_step(_apply(state, firsts[pair]), bath_rows, baths), seconds[pair])
+        return state, (_close(state, _caps_of(bath_rows, baths)) if record_all else None)
 
     body = jax.checkpoint(step) if remat else step
-    inputs = (tuple(bath[5] for bath in baths), first, second, after)
+    inputs = (propagator_rows,) + tuple(bath[5] for bath in baths)
     state, readouts = lax.scan(body, state, inputs)
     if record_all:
         return readouts
@@ -202,17 +211,16 @@ def _adjoint_backward(
 
 
 @functools.cache
-def _compiled_run(record_all: bool, backend: str) -> Any:
-    return compile_kernel(
-        functools.partial(_run, after=None, record_all=record_all), platform=backend
+def _compiled_members(record_all: bool, per_member: bool, backend: str) -> Any:
+    import jax
+
+    axis = 1 if per_member else None
+    mapped = jax.vmap(
+        functools.partial(member_scan, record_all=record_all),
+        in_axes=(0, axis, axis, None, None),
+        out_axes=1,
     )
-
-
-def _initial_state(vector: Any, bonds: tuple[int, ...], dtype: Any) -> default_np.ndarray:
-    """The vectorised state (d^2,) as (B_1, ..., B_n, d^2), zero but at bonds 0."""
-    padded = default_np.zeros(bonds + (vector.shape[-1],), dtype)
-    padded[(0,) * len(bonds)] = default_np.asarray(vector).reshape(-1)
-    return padded
+    return compile_kernel(mapped, platform=backend)
 
 
 def _host_baths(baths: Sequence[tuple[Any, ...]], dtype: Any) -> tuple[tuple[Any, ...], ...]:
@@ -229,39 +237,67 @@ def _host_baths(baths: Sequence[tuple[Any, ...]], dtype: Any) -> tuple[tuple[Any
     )
 
 
-def run_chain(
-    state: Any,
-    first: Any,
-    second: Any,
-    baths: Sequence[tuple[Any, Any, Any, Any, Any, Any]],
+def propagator_table(
+    run: ChainRun,
+) -> tuple[default_np.ndarray, default_np.ndarray, default_np.ndarray, bool]:
+    """(firsts, seconds, rows, per_member): the distinct propagator pairs of ``run``,
+    controls folded in (``first @ before``, ``after @ second``), as (U, d^2, d^2)
+    (shared) or (U, B, d^2, d^2) (per member), and each step's row (N,) int32. One
+    row when the propagators are constant and there are no controls, else one per
+    step. A run without a member axis is a batch of one."""
+    steps = 1 if run.constant_propagators and run.controls is None else run.num_steps
+    pairs = []
+    for step in range(steps):
+        before, after = (None, None) if run.controls is None else run.controls(step)
+        pairs.append(folded(*run.propagators(step), before, after))
+    per_member = any(default_np.ndim(a) == 3 for pair in pairs for a in pair)
+    members, d2 = default_np.shape(default_np.atleast_2d(run.initial))
+    shape = (members, d2, d2) if per_member else (d2, d2)
+    firsts = default_np.stack([default_np.broadcast_to(p[0], shape) for p in pairs])
+    seconds = default_np.stack([default_np.broadcast_to(p[1], shape) for p in pairs])
+    rows = default_np.arange(run.num_steps, dtype=default_np.int32) % steps
+    return firsts, seconds, rows, per_member
+
+
+def run_members(
+    initial: Any,
+    firsts: Any,
+    seconds: Any,
+    rows: Any,
+    per_member: bool,
+    baths: Sequence[tuple[Any, ...]],
     record_all: bool,
     device: Any = None,
 ) -> default_np.ndarray:
-    """Contract all steps on ``device`` (None: JAX's default); one transfer in, one out.
+    """Contract all steps of all members on ``device`` (None: JAX's default); one
+    transfer in, one out.
 
-    ``state`` (d^2,) host array; ``first``/``second`` (N, d^2, d^2) the half-step
-    propagators of each step; ``baths`` per process tensor (transform_in,
-    transform_out, classes, table (U, B, B, m), cap table (U, B), rows (N,)) as
-    from :func:`stack_padded`. Returns the read-outs on the host, (N, d^2) with
-    ``record_all`` else (1, d^2) for the last step.
+    ``initial`` (B, d^2) host array; ``firsts``/``seconds`` (U, [B,] d^2, d^2) and
+    ``rows`` (N,) as from :func:`propagator_table`; ``baths`` per process tensor
+    (transform_in, transform_out, classes, table (U', B', B', m), cap table (U', B'),
+    rows (N,)) as from :func:`stack_padded`. Returns the read-outs on the host,
+    (N, B, d^2) with ``record_all`` else (1, B, d^2).
     """
     import jax
 
-    dtype = baths[0][3].dtype if baths else default_np.asarray(first).dtype
+    initial = default_np.asarray(initial)
+    dtype = baths[0][3].dtype if baths else default_np.result_type(firsts, complex)
+    members, d2 = initial.shape
     bonds = tuple(bath[3].shape[1] for bath in baths)
+    padded = default_np.zeros((members,) + bonds + (d2,), dtype)
+    padded[(slice(None),) + (0,) * len(bonds)] = initial
     placed = jax.device_put(
         (
-            _initial_state(default_np.asarray(state), bonds, dtype),
-            default_np.asarray(first, dtype),
-            default_np.asarray(second, dtype),
+            padded,
+            default_np.asarray(firsts, dtype),
+            default_np.asarray(seconds, dtype),
+            default_np.asarray(rows, default_np.int32),
             _host_baths(baths, dtype),
         ),
         device,
     )
-    readouts = _compiled_run(bool(record_all), platform_of(device))(
-        placed[0], placed[1], placed[2], baths=placed[3]
-    )
-    return default_np.asarray(jax.device_get(readouts))
+    compiled = _compiled_members(bool(record_all), bool(per_member), platform_of(device))
+    return default_np.asarray(jax.device_get(compiled(*placed)))
 
 
 def differentiable_chain(
@@ -273,11 +309,12 @@ def differentiable_chain(
     """A compiled, differentiable ``dynamics(parameters, initial, after=None)``.
 
     ``generator(row)`` -> L (d^2, d^2), traceable, of one parameter row (M,);
-    ``baths`` as for :func:`run_chain`. ``dynamics`` takes parameters (2N, M),
+    ``baths`` as for :func:`run_members`. ``dynamics`` takes parameters (2N, M),
     the vectorised initial state (d^2,) and optionally the superoperators (N,
     d^2, d^2) applied after each step, all JAX arrays or host arrays, and returns
     the read-outs (N, d^2) (or (1, d^2), the last only). The propagators are
-    expm(L dt/2) of each row (2N, d^2, d^2); the scan recomputes each step in a
+    expm(L dt/2) of each row (2N, d^2, d^2), ``after`` folded into the second of
+    each step; the one member's scan (:func:`member_scan`) recomputes each step in a
     backward pass (``remat``), so reverse-mode autodiff stores one state per step.
     """
     import jax
@@ -293,9 +330,11 @@ def differentiable_chain(
         exponents = jax.vmap(generator)(jnp.asarray(parameters)) * (0.5 * dt)
         halves = jax.scipy.linalg.expm(exponents.astype(dtype))
         state = zero.at[origin].set(jnp.asarray(initial, dtype).reshape(-1))
-        return _run(
-            state, halves[0::2], halves[1::2], after, tables, record_all=record_all, remat=True
-        )
+        firsts, seconds = halves[0::2], halves[1::2]
+        if after is not None:
+            seconds = jnp.matmul(jnp.asarray(after, dtype), seconds)
+        rows = jnp.arange(firsts.shape[0], dtype=jnp.int32)
+        return member_scan(state, firsts, seconds, rows, tables, record_all, remat=True)
 
     return compile_kernel(dynamics, nested=True)
 
@@ -306,6 +345,13 @@ def _compiled_adjoint(backend: str) -> tuple[Any, Any]:
         compile_kernel(_adjoint_forward, platform=backend),
         compile_kernel(_adjoint_backward, platform=backend),
     )
+
+
+def _initial_state(vector: Any, bonds: tuple[int, ...], dtype: Any) -> default_np.ndarray:
+    """The vectorised state (d^2,) as (B_1, ..., B_n, d^2), zero but at bonds 0."""
+    padded = default_np.zeros(bonds + (vector.shape[-1],), dtype)
+    padded[(0,) * len(bonds)] = default_np.asarray(vector).reshape(-1)
+    return padded
 
 
 def platform_of(device: Any) -> str:
@@ -332,9 +378,9 @@ def adjoint_chain(
     on the host, backward scan.
 
     ``state`` (d^2,) host array; ``first``, ``second``, ``before``, ``after``
-    (N, d^2, d^2) host arrays; ``baths`` as for :func:`run_chain`; ``target``
+    (N, d^2, d^2) host arrays; ``baths`` as for :func:`run_members`; ``target``
     maps the final read-out (d^2,) to the target (d^2,); ``device`` as for
-    :func:`run_chain`. Returns the read-outs
+    :func:`run_members`. Returns the read-outs
     (N, d^2) (or (1, d^2), the last only) and D (N, d^2, d^2, d^2, d^2) on the host.
     """
     import jax

@@ -1,6 +1,6 @@
-"""The chain engine of the JAX backend: one compiled scan, or the host engine's
-steps with the NumPy kernels, as the planner decides (the window engine is
-:mod:`.window`).
+"""The chain engine of the JAX backend: one compiled scan, or the eager engine's
+steps with the NumPy kernels on the host, as the planner decides (the window
+engine is :mod:`.window`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
 from ..base import DEVICES, ChainCapabilities, ChainRun, PreparedProcessTensor
 from ..eager import EagerChainEngine, in_memory
-from . import batched, placement, planner
+from . import placement, planner
 from .chain import (
     SCANNED,
     adjoint_chain,
     differentiable_chain,
-    run_chain,
+    propagator_table,
+    run_members,
     stack_padded,
     table_bytes,
 )
@@ -62,16 +63,14 @@ class StepsOnHost:
 class JaxChainEngine(StepsOnHost, EagerChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
-    A run without controls on process tensors in memory whose tables of padded
-    step tensors fit :data:`~.planner.SCAN_BYTES` runs as one compiled ``lax.scan``
-    (:func:`~.chain.run_chain`: one transfer in, one out; the propagators of every
-    step are stacked on the host) where that pays (:func:`~.planner.scan_pays`; on an
-    accelerator always); anything else runs the host engine's steps with the NumPy
-    kernels. The scans run on the device :func:`~.placement.place` chooses for their
-    size (``device`` option). A run with a member axis is one compiled ``lax.scan``
-    vmapped over the members (:func:`~.batched.run_batch`, controls and time-dependent
-    propagators included) where its process tensors are in memory, its tables fit and
-    the scan pays, else the host engine's batched steps with the NumPy kernels.
+    A run is a batch (a single run a batch of one): one compiled ``lax.scan``
+    ``jax.vmap``-ped over the members (:func:`~.chain.run_members`: one transfer in,
+    one out; the distinct propagator pairs of the steps, controls folded in, stacked
+    on the host) where its process tensors are in memory, their tables of padded step
+    tensors fit :data:`~.planner.SCAN_BYTES` and the scan pays
+    (:func:`~.planner.scan_pays`; on an accelerator always); else the eager engine's
+    steps with the NumPy kernels on the host. The scans run on the device
+    :func:`~.placement.place` chooses for their size (``device`` option).
     ``decisions`` records each run's choice and why.
     """
 
@@ -86,28 +85,31 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         self.decisions: list[tuple[str, str, str]] = []
 
     def _scan_plan(
-        self, entry: str, run: ChainRun, steps: int, controls: bool = False
+        self, entry: str, run: ChainRun, steps: int, propagator_rows: int = 0
     ) -> tuple[list[tuple[Any, ...]], Any, tuple[Any, ...]] | None:
         """The tables, the device and the kernel key of a compiled scan of ``run`` over
-        ``steps`` scan steps (``controls``: the scan takes them), or None (recorded with
-        its reason) for the host steps. Decided from the process tensors' bonds before
-        any table is built."""
+        ``steps`` scan steps, or None (recorded with its reason) for the host steps.
+        Decided from the process tensors' bonds before any table is built;
+        ``propagator_rows``: the distinct propagator pairs the scan holds besides the
+        tables."""
         pts = list(run.process_tensors)
-        reason = "controls, or process tensors not in memory"
-        scannable = controls or run.controls is None
-        if scannable and run.num_steps > 0 and pts and all(map(in_memory, pts)):
+        reason = "no process tensor, or not in memory"
+        if run.num_steps > 0 and pts and all(map(in_memory, pts)):
             bonds = [tuple(int(b) for b in pt.get_bond_dimensions()) for pt in pts]
-            d2 = default_np.asarray(run.initial).size
-            work = placement.chain_work(1, [max(b, default=1) for b in bonds], d2)
+            members, d2 = default_np.shape(default_np.atleast_2d(run.initial))
+            work = placement.chain_work(members, [max(b, default=1) for b in bonds], d2)
             placed = placement.place(self._options.device, work)
-            key = (entry, run.num_steps, run.record_all, d2, str(placed.device), tuple(bonds))
+            key: tuple[Any, ...] = (entry, run.num_steps, run.record_all, members, d2)
+            key += (propagator_rows, str(placed.device), tuple(bonds))
             pays, reason = planner.scan_pays(steps, work, key in SCANNED, self._options)
             if pays or placed.where == placement.ACCELERATOR:
-                baths = scan_tables(pts, run.num_steps, np.dtype_complex)
+                itemsize = default_np.dtype(np.dtype_complex).itemsize
+                extra = 2 * propagator_rows * members * d2 * d2 * itemsize  # at most
+                baths = scan_tables(pts, run.num_steps, np.dtype_complex, extra)
                 if baths is not None:
                     self.decisions.append((entry, planner.COMPILED, reason))
                     return baths, placed.device, key
-                reason = f"step tensors above {SCAN_BYTES / 2**30:.0f} GiB"
+                reason = f"tables above {SCAN_BYTES / 2**30:.0f} GiB"
         self.decisions.append((entry, planner.HOST, reason))
         return None
 
@@ -117,70 +119,30 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
             return super().step_transposed(adjoint, step, *arguments, **keywords)
 
     def run(self, run: ChainRun) -> default_np.ndarray:
-        """See :meth:`~nonmarkov.engines.base.ChainEngine.run`."""
-        if default_np.ndim(run.initial) == 2:
-            return self._run_members(run)
-        plan = self._scan_plan("run", run, run.num_steps)
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.run`: a run without a member
+        axis is a batch of one."""
+        distinct = 1 if run.constant_propagators and run.controls is None else run.num_steps
+        plan = self._scan_plan("run", run, run.num_steps, distinct)
         if plan is None:
             with numpy_in_this_thread():
                 return super().run(run)
         baths, device, key = plan
-        first, second = _stacked_propagators(run)
-        readouts = run_chain(
-            default_np.asarray(run.initial).reshape(-1),
-            first,
-            second,
-            baths,
-            run.record_all,
-            device,
+        firsts, seconds, rows, per_member = propagator_table(run)
+        initial = default_np.atleast_2d(default_np.asarray(run.initial))
+        readouts = run_members(
+            initial, firsts, seconds, rows, per_member, baths, run.record_all, device
         )
         SCANNED.add(key)
         run.on_step(run.num_steps)
-        return readouts
-
-    def _run_members(self, run: ChainRun) -> default_np.ndarray:
-        """:meth:`run` of a run with a member axis: one compiled scan vmapped over the
-        members (:func:`~.batched.run_batch`) where it applies and pays, else the host
-        engine's batched steps with the NumPy kernels."""
-        pts = list(run.process_tensors)
-        if not (run.num_steps > 0 and pts and all(in_memory(pt) for pt in pts)):
-            return self._members_on_host(run, "no process tensor, or not in memory")
-        dtype = np.dtype_complex
-        firsts, seconds, rows, per_member = batched.propagator_table(run)
-        propagator_bytes = 2 * firsts.size * default_np.dtype(dtype).itemsize
-        tables = scan_tables(pts, run.num_steps, dtype, propagator_bytes)
-        if tables is None:
-            return self._members_on_host(run, f"tables above {SCAN_BYTES / 2**30:.0f} GiB")
-        baths = tuple(tables)
-        members, d2 = default_np.shape(run.initial)
-        work = placement.chain_work(members, [bath[3].shape[1] for bath in baths], d2)
-        placed = placement.place(self._options.device, work)
-        shapes = tuple(tuple(array.shape for array in bath[3:]) for bath in baths)
-        key: tuple[Any, ...] = ("batch", run.num_steps, run.record_all, per_member, firsts.shape)
-        key += (str(placed.device),) + shapes
-        pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
-        if not (pays or placed.where == placement.ACCELERATOR):
-            return self._members_on_host(run, reason)
-        self.decisions.append(("run", planner.COMPILED, reason))
-        readouts = batched.run_batch(
-            run.initial, firsts, seconds, rows, per_member, baths, run.record_all, placed.device
-        )
-        SCANNED.add(key)
-        run.on_step(run.num_steps)
-        return readouts
-
-    def _members_on_host(self, run: ChainRun, reason: str) -> default_np.ndarray:
-        self.decisions.append(("run", planner.HOST, reason))
-        with numpy_in_this_thread():
-            return super()._run_members(run)
+        return readouts[:, 0] if default_np.ndim(run.initial) == 1 else readouts
 
     def adjoint(
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
     ) -> tuple[default_np.ndarray, default_np.ndarray]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.adjoint`: two compiled scans
         (:func:`~.chain.adjoint_chain`) where the process tensors are in memory, fit
-        :data:`~.planner.SCAN_BYTES` and the scans pay, else the host engine's steps."""
-        plan = self._scan_plan("adjoint", run, 2 * run.num_steps, controls=True)
+        :data:`~.planner.SCAN_BYTES` and the scans pay, else the eager engine's steps."""
+        plan = self._scan_plan("adjoint", run, 2 * run.num_steps)
         if plan is None:
             with numpy_in_this_thread():
                 return super().adjoint(run, target)
