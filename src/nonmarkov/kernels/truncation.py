@@ -20,6 +20,8 @@ import math
 from typing import Any
 
 import numpy as default_np
+import scipy.linalg as default_la
+from scipy.linalg import lapack
 
 from ..backends.numerical_backend import la, np
 
@@ -102,13 +104,56 @@ def kept_rank(singular_values: Any, epsrel: float, max_rank: int | None = None) 
 
 
 def truncated_svd(matrix: Any, epsrel: float, max_rank: int | None = None) -> tuple[Any, Any, Any]:
-    """Thin SVD of ``matrix`` (m, n), truncated with ``epsrel``.
+    """Thin SVD of ``matrix`` (m, n), truncated with ``epsrel`` (:func:`rank_rule`).
 
-    Returns u (m, k), s (k,), vh (k, n).
+    Returns u (m, k), s (k,), vh (k, n). A host (NumPy) matrix is factored by
+    :func:`host_svd` (LAPACK's divide and conquer called directly, a wide matrix
+    through its conjugate transpose, as the backend's SVD does on NumPy); other
+    arrays by the backend's SVD (``la.svd``).
     """
-    u, s, vh = la.svd(matrix)
-    rank = kept_rank(s, epsrel, max_rank)
+    if isinstance(matrix, default_np.ndarray) and 0 not in matrix.shape:
+        rows, cols = matrix.shape
+        if rows < cols:
+            v, s, uh = host_svd(matrix.conj().T)
+            u, vh = uh.conj().T, v.conj().T
+        else:
+            u, s, vh = host_svd(matrix)
+        rank = int(rank_rule(s, epsrel, max_rank))
+    else:
+        u, s, vh = la.svd(matrix)
+        rank = kept_rank(s, epsrel, max_rank)
     return u[:, :rank], s[:rank], vh[:rank, :]
+
+
+#: LAPACK divide-and-conquer SVD and its workspace query, by dtype character
+_GESDD: dict[str, tuple[Any, Any]] = {}
+#: workspace size of that SVD, by (dtype character, rows, columns)
+_GESDD_WORK: dict[tuple[str, int, int], int] = {}
+
+
+def host_svd(matrix: default_np.ndarray) -> tuple[Any, Any, Any]:
+    """Thin SVD of a tall host matrix (m >= n) with LAPACK's gesdd called directly
+    (its workspace size cached per shape), QR iteration (gesvd) where it does not
+    converge: the routines of the backend's SVD on NumPy, without the wrappers'
+    checks and workspace queries, which cost as much as the factorisation at the
+    bonds of a window step."""
+    char = matrix.dtype.char
+    routines = _GESDD.get(char)
+    if routines is None:
+        routines = _GESDD[char] = lapack.get_lapack_funcs(("gesdd", "gesdd_lwork"), (matrix,))
+    gesdd, query = routines
+    rows, cols = matrix.shape
+    key = (char, rows, cols)
+    work = _GESDD_WORK.get(key)
+    if work is None:
+        optimal = query(rows, cols, compute_uv=1, full_matrices=0)[0].real
+        work = _GESDD_WORK[key] = max(1, int(optimal))
+    u, s, vh, info = gesdd(matrix, compute_uv=1, full_matrices=0, lwork=work)
+    if info != 0:
+        return default_la.svd(
+            matrix, full_matrices=False, lapack_driver="gesvd", check_finite=False
+        )
+    return u, s, vh
 
 
 #: columns of a range sketch beyond the expected rank (8 measured faster than 16)

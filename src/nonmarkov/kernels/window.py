@@ -40,65 +40,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as default_np
-from scipy.linalg import lapack
-
 from .._threads import large_work_threads
-from ..backends.numerical_backend import la, np
-from .truncation import SKETCH_MIN_SIDE, rank_rule, sketched_truncated_svd, truncated_svd
+from ..backends.numerical_backend import np
+from .truncation import SKETCH_MIN_SIDE, sketched_truncated_svd, truncated_svd
 
 OLDEST_ACTIONS = ("keep", "trace", "finalize")
 SWEEPS = ("zip_up", "exact")
 #: the site that holds the norm of the window after a step of each sweep
 NORM_SITE = {"zip_up": -1, "exact": 0}
-
-#: LAPACK divide-and-conquer SVD and its workspace query, by dtype character
-_GESDD: dict[str, tuple[Any, Any]] = {}
-#: workspace size of that SVD, by (dtype character, rows, columns)
-_GESDD_WORK: dict[tuple[str, int, int], int] = {}
-
-
-def _lapack_svd(matrix: default_np.ndarray) -> tuple[Any, Any, Any]:
-    """Thin SVD of a tall host matrix (m >= n) with LAPACK's gesdd called directly
-    (its workspace size cached per shape), QR iteration where it does not converge.
-
-    At the bonds of a window step the SVD wrappers' checks and workspace queries
-    cost as much as the factorisation; this is the same LAPACK routine.
-    """
-    char = matrix.dtype.char
-    routines = _GESDD.get(char)
-    if routines is None:
-        routines = _GESDD[char] = lapack.get_lapack_funcs(("gesdd", "gesdd_lwork"), (matrix,))
-    gesdd, query = routines
-    rows, cols = matrix.shape
-    key = (char, rows, cols)
-    work = _GESDD_WORK.get(key)
-    if work is None:
-        optimal = query(rows, cols, compute_uv=1, full_matrices=0)[0].real
-        work = _GESDD_WORK[key] = max(1, int(optimal))
-    u, s, vh, info = gesdd(matrix, compute_uv=1, full_matrices=0, lwork=work)
-    if info != 0:
-        return la.svd(matrix)
-    return u, s, vh
-
-
-def _cut(matrix: Any, epsrel: float, max_rank: int | None) -> tuple[Any, Any, Any]:
-    """:func:`~nonmarkov.kernels.truncation.truncated_svd` of ``matrix`` (m, n):
-    u (m, k), s (k,), vh (k, n). For a host (NumPy) matrix the factorisation is
-    :func:`_lapack_svd` (a wide matrix through its conjugate transpose, as
-    the backend's SVD does) and the rank that of
-    :func:`~nonmarkov.kernels.truncation.rank_rule`; other arrays go through
-    ``truncated_svd``."""
-    if not isinstance(matrix, default_np.ndarray) or 0 in matrix.shape:
-        return truncated_svd(matrix, epsrel, max_rank)
-    rows, cols = matrix.shape
-    if rows < cols:
-        v, s, uh = _lapack_svd(matrix.conj().T)
-        u, vh = uh.conj().T, v.conj().T
-    else:
-        u, s, vh = _lapack_svd(matrix)
-    rank = int(rank_rule(s, epsrel, max_rank))
-    return u[:, :rank], s[:rank], vh[:rank]
 
 
 def normalise(front: Any) -> tuple[Any, float]:
@@ -212,7 +161,7 @@ def sweep_left_to_right(
             window.append(np.tensordot(previous, vector, axes=([2], [0]))[:, :, None])
             return window, None
         if oldest == "finalize":
-            u, s, vh = _cut(tensor.reshape(rank, -1), epsrel, max_rank)
+            u, s, vh = truncated_svd(tensor.reshape(rank, -1), epsrel, max_rank)
             previous = window.pop()
             window.append(_times(previous, u * s[None, :]))
             return window, vh.reshape(-1, dim_p, chi_r)
@@ -276,7 +225,7 @@ def zip_up_from_oldest(
                 matrix = weighted.transpose(0, 2, 1, 3)
             matrix = matrix.reshape(chi_l * num_rows, dim_p * chi_k)
             if min(matrix.shape) < SKETCH_MIN_SIDE:
-                u, s, vh = _cut(matrix, epsrel, max_rank)
+                u, s, vh = truncated_svd(matrix, epsrel, max_rank)
             else:
                 u, s, vh = sketched_truncated_svd(
                     matrix, epsrel, chi_l + growth, max_rank, num_rows, column_classes=dim_p
@@ -308,7 +257,7 @@ def truncate_left_to_right(
     for index in range(len(tail) + 1):
         chi_l, dim_p, chi_r = current.shape
         with large_work_threads(chi_l * dim_p * chi_r * min(chi_l * dim_p, chi_r)):
-            u, s, vh = _cut(current.reshape(chi_l * dim_p, chi_r), epsrel, max_rank)
+            u, s, vh = truncated_svd(current.reshape(chi_l * dim_p, chi_r), epsrel, max_rank)
             if index == 0:
                 right = vh.reshape(-1, *front.shape[1:])
             else:
@@ -377,7 +326,7 @@ def truncate_right_to_left(
         site = window[j]
         chi_l, dim_p, chi_r = site.shape
         with large_work_threads(chi_l * dim_p * chi_r * min(chi_l, dim_p * chi_r)):
-            u, s, vh = _cut(site.reshape(chi_l, dim_p * chi_r), epsrel, max_rank)
+            u, s, vh = truncated_svd(site.reshape(chi_l, dim_p * chi_r), epsrel, max_rank)
         window[j] = vh.reshape(-1, dim_p, chi_r)
         window[j - 1] = _times(window[j - 1], u * s[None, :])
     return window
