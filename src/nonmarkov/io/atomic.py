@@ -27,6 +27,10 @@ def atomic_path(filename: str, temporary: str | None = None) -> Iterator[str]:
         yield temporary
         os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes it owner-only
         os.replace(temporary, filename)
+    except GeneratorExit:
+        # abandoned, not exited (``ExitStack.pop_all`` of a suspended write, then
+        # garbage collection): the temporary file stays for the write that resumes it
+        raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
