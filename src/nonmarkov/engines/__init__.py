@@ -1,7 +1,7 @@
 """Engines: one implementation per backend of the engine contracts.
 
 :mod:`.base` defines the contracts (window, chain, TEBD) and the capabilities an
-engine declares; :mod:`.host` implements them on the backend proxy's kernels
+engine declares; :mod:`.eager` implements them on the backend proxy's kernels
 (NumPy), :mod:`.jax` compiled with JAX;
 :mod:`.shared` holds what the implementations share. The functions here are the
 one place that chooses an engine, from the active backend and the engine
