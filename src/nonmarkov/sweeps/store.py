@@ -24,10 +24,11 @@ sweep computes that point again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as default_np
@@ -63,6 +64,22 @@ def _read_arrays(group: Any) -> dict[str, default_np.ndarray]:
     return {name: default_np.asarray(group[name][()]) for name in group}
 
 
+@contextlib.contextmanager
+def _new_file(filename: str, file_format: str) -> Iterator[Any]:
+    """An HDF5 file of ``file_format`` written under a temporary name: the format
+    attributes first, ``complete`` last, renamed to ``filename`` when the block ends
+    without an error (removed otherwise)."""
+    import h5py
+
+    with atomic_path(filename) as temporary, h5py.File(temporary, "w") as handle:
+        attrs = handle.attrs
+        attrs["format"] = file_format
+        attrs["format_version"] = FORMAT_VERSION
+        attrs["library_version"] = str(__version__)
+        yield handle
+        attrs["complete"] = True
+
+
 def point_filename(directory: str, key: str) -> str:
     """The point file of the point with key ``key`` in ``directory``."""
     return os.path.join(directory, f"point-{key}.h5")
@@ -71,22 +88,15 @@ def point_filename(directory: str, key: str) -> str:
 def write_point(directory: str, key: str, point: Mapping[str, Any], outcome: Outcome) -> str:
     """Write ``outcome`` of ``point`` (key ``key``) atomically into ``directory``;
     returns the file's name."""
-    import h5py
-
     filename = point_filename(directory, key)
-    with atomic_path(filename) as temporary:
-        with h5py.File(temporary, "w") as handle:
-            attrs = handle.attrs
-            attrs["format"] = POINT_FORMAT
-            attrs["format_version"] = FORMAT_VERSION
-            attrs["library_version"] = str(__version__)
-            attrs["key"] = key
-            attrs["point"] = point_json(point)
-            attrs["status"] = outcome.status
-            attrs["error"] = outcome.error
-            attrs["seconds"] = float(outcome.seconds)
-            write_datasets(handle.create_group("results"), outcome.arrays)
-            attrs["complete"] = True
+    with _new_file(filename, POINT_FORMAT) as handle:
+        attrs = handle.attrs
+        attrs["key"] = key
+        attrs["point"] = point_json(point)
+        attrs["status"] = outcome.status
+        attrs["error"] = outcome.error
+        attrs["seconds"] = float(outcome.seconds)
+        write_datasets(handle.create_group("results"), outcome.arrays)
     return filename
 
 
@@ -145,31 +155,24 @@ def write_results(
     import h5py
 
     text = h5py.string_dtype()
-    with atomic_path(filename) as temporary:
-        with h5py.File(temporary, "w") as handle:
-            attrs = handle.attrs
-            attrs["format"] = RESULTS_FORMAT
-            attrs["format_version"] = FORMAT_VERSION
-            attrs["library_version"] = str(__version__)
-            attrs["function"] = function
-            attrs["parameters"] = json.dumps(list(names))
-            attrs["num_points"] = len(points)
-            attrs["num_failed"] = sum(o.status != "ok" for o in outcomes)
-            handle.create_dataset("points", data=[point_json(p) for p in points], dtype=text)
-            grid = handle.create_group("grid")
-            for name in names:
-                column = grid_column([p[name] for p in points])
-                grid.create_dataset(
-                    name, data=column, dtype=text if column.dtype == object else None
-                )
-            handle.create_dataset("status", data=[o.status for o in outcomes], dtype=text)
-            handle.create_dataset("errors", data=[o.error for o in outcomes], dtype=text)
-            handle.create_dataset("seconds", data=[float(o.seconds) for o in outcomes])
-            results = handle.create_group("results")
-            for index, outcome in enumerate(outcomes):
-                if outcome.status == "ok":
-                    write_datasets(results.create_group(f"{index:08d}"), outcome.arrays)
-            attrs["complete"] = True
+    with _new_file(filename, RESULTS_FORMAT) as handle:
+        attrs = handle.attrs
+        attrs["function"] = function
+        attrs["parameters"] = json.dumps(list(names))
+        attrs["num_points"] = len(points)
+        attrs["num_failed"] = sum(o.status != "ok" for o in outcomes)
+        handle.create_dataset("points", data=[point_json(p) for p in points], dtype=text)
+        grid = handle.create_group("grid")
+        for name in names:
+            column = grid_column([p[name] for p in points])
+            grid.create_dataset(name, data=column, dtype=text if column.dtype == object else None)
+        handle.create_dataset("status", data=[o.status for o in outcomes], dtype=text)
+        handle.create_dataset("errors", data=[o.error for o in outcomes], dtype=text)
+        handle.create_dataset("seconds", data=[float(o.seconds) for o in outcomes])
+        results = handle.create_group("results")
+        for index, outcome in enumerate(outcomes):
+            if outcome.status == "ok":
+                write_datasets(results.create_group(f"{index:08d}"), outcome.arrays)
 
 
 def read_results(
