@@ -94,6 +94,25 @@ def test_compiled_zip_up_tempo_agrees_with_numpy(jax_double):
     assert again.stats.kernels_compiled == 0
 
 
+def test_compiled_sketching_buckets_agree_with_numpy(jax_double):
+    """Bonds to 30 at epsrel 1e-11: the compiled steps run buckets whose cuts sketch
+    (the host sketches the same cuts); every redone chunk is a change of bucket."""
+    system, bath, rho0 = spin_boson(alpha=0.1, temperature=0.5)
+    parameters = nm.TempoParameters(dt=0.1, epsrel=1e-11, dkmax=6)
+
+    def run(options):
+        tempo = nm.Tempo(system, bath, parameters, rho0, 0.0, options=options)
+        return tempo.compute(1.0, progress_type="silent").states, tempo.engine
+
+    states, engine = run(EngineOptions(compiled="on", deterministic=True))
+    with backends.use_backend("numpy"):
+        reference, _ = run(None)
+    numpy.testing.assert_allclose(states, reference, atol=1e-10, rtol=0)
+    bonds = [decision[2] for decision in engine.stats.decisions]
+    assert not planner.plain_cuts(max(bonds), 3, 4)  # a bucket of sketched cuts ran
+    assert engine.stats.redos <= len(engine.stats.decisions)
+
+
 def test_a_short_run_stays_on_the_host_and_says_why(jax_double):
     # (a memory no other test uses: no kernel of its shape is in the process)
     states, engine = _tempo(EngineOptions(deterministic=True), tcut=0.7)
@@ -159,12 +178,19 @@ def _near_copies(groups: int, copies: int, classes: int, columns: int, seed: int
 
 @pytest.mark.parametrize(
     ("epsrel", "sketch", "blocks"),
-    [(1e-4, 16, "one block"), (1e-6, 32, "two blocks"), (1e-6, 16, "too narrow")],
+    [
+        (1e-4, 16, "one block"),
+        (1e-6, 32, "two blocks"),
+        (1e-6, 16, "too narrow"),
+        (1e-12, 128, "stops paying"),
+    ],
 )
 def test_the_compiled_sketch_is_the_host_sketch(jax_double, epsrel, sketch, blocks):
     """The compiled zip-up cut of a padded matrix against the host's copies-aware sketch:
     the same test columns, blocks and growth give the same cut to rounding; a sketch
-    that needs more than its bucket reports the width and cuts with a plain SVD."""
+    that needs more than its bucket reports the width and cuts with a plain SVD; a
+    sketch that stops paying before its bucket is full cuts with a plain SVD, as the
+    host does, and wants no wider bucket."""
     import jax
     import jax.numpy as jnp
 
@@ -173,6 +199,10 @@ def test_the_compiled_sketch_is_the_host_sketch(jax_double, epsrel, sketch, bloc
 
     groups, copies, classes, columns, bond, growth = 30, 3, 4, 28, 60, 2
     matrix = _near_copies(groups, copies, classes, columns, seed=1)
+    if blocks == "stops paying":  # rows far from copies of each other: a full spectrum
+        rng = numpy.random.default_rng(2)
+        matrix = matrix + rng.standard_normal(matrix.shape) * 1e-3 * numpy.abs(matrix).max()
+        bond = 96  # a bucket that holds the full rank
     u, s, vh = sketched_truncated_svd(
         matrix, epsrel, groups + growth, None, copies, column_classes=classes
     )
@@ -188,10 +218,13 @@ def test_the_compiled_sketch_is_the_host_sketch(jax_double, epsrel, sketch, bloc
         jnp.asarray(padded.reshape(bond * copies, -1)), gaussians
     )
     assert int(rank) == s.shape[0]
-    assert (int(wider) > sketch) == (blocks == "too narrow")
+    if blocks == "too narrow":
+        assert int(wider) > sketch
+    else:
+        assert int(wider) == 0
     kept = (numpy.asarray(cu) * numpy.asarray(cs)[None, :]) @ numpy.asarray(cvh)
     kept = kept.reshape(bond, copies, classes, bond)[:groups, :, :, :columns]
-    if blocks == "too narrow":  # the plain SVD's cut: the same rank, no sketch's miss
+    if blocks in ("too narrow", "stops paying"):  # the plain SVD's cut: no sketch's miss
         u, s, vh = numpy.linalg.svd(matrix, full_matrices=False)
         u, s, vh = u[:, : int(rank)], s[: int(rank)], vh[: int(rank)]
     numpy.testing.assert_allclose(numpy.asarray(cs)[: int(rank)], s, rtol=1e-12, atol=1e-13 * s[0])

@@ -211,8 +211,10 @@ def _sketch(
         fits = used + width <= width_cap
 
         def stop(state: tuple[Any, ...]) -> tuple[Any, ...]:
+            # a sketch that no longer pays is the host's plain SVD, not a wider bucket
             status = jnp.where(going, jnp.int32(_WIDER), jnp.int32(_PLAIN))
-            return (*state[:5], status, *state[6:10], (used + width).astype(jnp.int32))
+            wanted = jnp.where(going, used + width, 0).astype(jnp.int32)
+            return (*state[:5], status, *state[6:10], wanted)
 
         return lax.cond(going & fits, block_step, stop, state)
 
