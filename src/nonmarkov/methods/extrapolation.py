@@ -17,6 +17,17 @@ of the order claimed for the method (TEMPO's symmetric splitting of system and
 bath propagators: :data:`SPLITTING_ORDER` = 2). The outcome of that check is
 part of the result (:class:`Extrapolation`).
 
+With three levels that pass the check, the two extrapolations (from h, h/r and
+from h/r, h/r^2) still differ by the next order q of the error; a second
+(Romberg) stage ``next_order=q`` cancels it too,
+
+    f_twice = e(h/r, h/r^2) + (e(h/r, h/r^2) - e(h, h/r)) / (r^q - 1),
+
+so that three runs at dt, dt/2, dt/4 give a result of order q + 1 or more. The
+symmetric splitting's error is even in dt (q = 4, :data:`NEXT_ORDER`) where the
+bath's discretisation adds no odd term; the second stage is not checked (that
+would take a fourth level), its error estimate is the size of its correction.
+
 The results are compared on the times of the coarsest one; every finer result
 must contain those times (a run with dt/2 from the same start time does). The
 inputs are :class:`~nonmarkov.Dynamics` objects (their states) or plain
@@ -37,6 +48,8 @@ from ..io.results import Dynamics
 
 #: order in dt of the TEMPO family (symmetric splitting of system and bath propagators)
 SPLITTING_ORDER = 2.0
+#: the next order of the symmetric splitting (its error is even in dt): Romberg's second stage
+NEXT_ORDER = 4.0
 #: default largest |observed order - claimed order| that still counts as the claimed order
 ORDER_TOLERANCE = 0.5
 #: differences below this (max norm) are rounding: the results agree, no order is observed
@@ -70,7 +83,8 @@ class Extrapolation:
     finest : (M, ...) the finest level's values on the common times.
     error : (M,) estimate of the error of ``values`` per time (max over the
         trailing axes): for an extrapolation from three levels, the difference of
-        the two extrapolations (from levels 0, 1 and from 1, 2); from two levels,
+        the two extrapolations (from levels 0, 1 and from 1, 2), with a second
+        stage (``next_order``) the size of its correction; from two levels,
         the Richardson estimate of the finest level's error (a bound for the
         extrapolated values, not a sharp estimate); without extrapolation, that of
         the finest level with the observed order where it is known.
@@ -87,6 +101,8 @@ class Extrapolation:
         differences are below ``noise_floor``: the results agree to rounding).
     extrapolated : whether ``values`` are extrapolated.
     differences : max-norm differences between consecutive levels, coarsest first.
+    next_order : the order q cancelled by a second (Romberg) stage, or None (one
+        stage: the values are the extrapolation from the two finest levels).
     """
 
     times: default_np.ndarray
@@ -101,6 +117,7 @@ class Extrapolation:
     order_check: str
     extrapolated: bool
     differences: tuple[float, ...] = field(default=())
+    next_order: float | None = None
 
     @property
     def max_error(self) -> float:
@@ -117,6 +134,7 @@ class Extrapolation:
             "order_check": self.order_check,
             "extrapolated": self.extrapolated,
             "differences": list(self.differences),
+            "next_order": self.next_order,
             "max_error": self.max_error,
         }
 
@@ -250,6 +268,7 @@ def richardson(
     order_tolerance: float = ORDER_TOLERANCE,
     noise_floor: float = NOISE_FLOOR,
     on_failed_check: str = "raise",
+    next_order: float | None = None,
 ) -> Extrapolation:
     """Richardson-extrapolate results at time steps dt, dt/r (, dt/r^2) to dt -> 0.
 
@@ -270,6 +289,11 @@ def richardson(
     on_failed_check : ``'raise'`` (default): an :class:`OrderCheckError` when the
         observed order is not the claimed one; ``'finest'``: return the finest
         level's values, not extrapolated, with ``order_check`` 'failed'.
+    next_order : with three levels that pass the order check, the order q (> ``order``)
+        of the next error term, cancelled by a second (Romberg) stage from the two
+        extrapolations (:data:`NEXT_ORDER` for TEMPO and process tensors: the
+        splitting's error is even in dt); None (default): one stage. Ignored with
+        two levels and where the check does not pass (nothing is extrapolated twice).
 
     With two levels the order cannot be observed: the extrapolation is made with
     the claimed order and reported 'unchecked'.
@@ -285,6 +309,12 @@ def richardson(
     order_tolerance = check.positive_number(order_tolerance, "order_tolerance")
     noise_floor = check.non_negative_number(noise_floor, "noise_floor")
     on_failed_check = check.choice(on_failed_check, ("raise", "finest"), "on_failed_check")
+    if next_order is not None:
+        next_order = check.positive_number(next_order, "next_order")
+        if next_order <= order:
+            raise ValueError(
+                f"next_order must exceed the order ({order:g}) it follows; got {next_order:g}"
+            )
     grid, values, dts = on_common_times(results, times)
     ratios = [dts[k] / dts[k + 1] for k in range(len(dts) - 1)]
     ratio = ratios[0]
@@ -352,12 +382,18 @@ def richardson(
         return failed
     first = extrapolate(values[0], values[1])
     second = extrapolate(values[1], values[2])
+    if next_order is None:
+        result, error = second, _per_time(second - first)
+    else:
+        correction = (second - first) / (ratio**next_order - 1.0)
+        result, error = second + correction, _per_time(correction)
     return Extrapolation(
-        values=second,
-        error=_per_time(second - first),
+        values=result,
+        error=error,
         finest_error=last / factor,
         observed_order=observed,
         order_check="passed",
         extrapolated=True,
+        next_order=next_order,
         **common,  # type: ignore[arg-type]
     )
