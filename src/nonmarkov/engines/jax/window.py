@@ -395,6 +395,7 @@ class JaxWindowEngine:
             if most <= bond and widest == 0:
                 break
             self.stats.redos += 1
+            before = (self.plan.bond, self.plan.sketch)
             if most > bond:
                 self._set_plan(self._grown(most))
                 self._largest_seen = max(self._largest_seen, most)
@@ -402,6 +403,11 @@ class JaxWindowEngine:
                 self._set_plan(planner.wider(self.plan, widest, self._num_rows, self._dim_m))
             if self.plan.where == planner.HOST:
                 return [], []
+            if (self.plan.bond, self.plan.sketch) == before:  # a redo must change the kernel
+                raise RuntimeError(
+                    f"the compiled window step wanted rank {most} and sketch width {widest}, "
+                    f"which bucket {bond} (sketch {self.plan.sketch}) holds"
+                )
         if size >= planner.MEASURED_CHUNK:
             self._compiled_seconds = (time.perf_counter() - start) / size
         self._state = tuple(state)
@@ -433,8 +439,6 @@ class JaxWindowEngine:
         self, propagators: Sequence[tuple[Any, Any]]
     ) -> tuple[default_np.ndarray, list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
-        if self._spec.oldest != "trace":
-            raise ValueError("advance needs a 'trace' window; use advance_finalize")
         position = [0]
 
         def host_step() -> tuple[Any, int]:
@@ -455,8 +459,6 @@ class JaxWindowEngine:
 
     def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
-        if self._spec.oldest != "finalize":
-            raise ValueError("advance_finalize needs a 'finalize' window; use advance")
         m = self._dim_m
         between, second = default_np.ones((m, m)), default_np.eye(m)
 
