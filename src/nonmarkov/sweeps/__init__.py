@@ -12,11 +12,11 @@ a Dask cluster), with one results file, per-point failures and resumption
 from __future__ import annotations
 
 from .cache import cached_process_tensor as cached_process_tensor
-from .results import SweepFailure as SweepFailure
-from .results import SweepResults as SweepResults
-from .results import import_sweep as import_sweep
 from .runner import sweep as sweep
 from .store import SweepFileError as SweepFileError
+from .sweep_results import SweepFailure as SweepFailure
+from .sweep_results import SweepResults as SweepResults
+from .sweep_results import import_sweep as import_sweep
 
 __all__ = [
     "SweepFailure",

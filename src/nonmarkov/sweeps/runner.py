@@ -34,9 +34,9 @@ from ..io.batched_results import BatchedDynamics
 from ..io.results import Dynamics
 from ..progress import Progress, check_progress_type
 from .grid import expand_grid, point_key
-from .results import SweepResults
 from .store import Outcome, SweepFileError, point_filename, read_point, read_results, write_point
 from .store import write_results as write_results_file
+from .sweep_results import SweepResults
 
 #: Points handed to an executor that is not the default pool before their results
 #: are collected (bounds the memory of results waiting in futures).
