@@ -32,7 +32,7 @@ import scipy.linalg
 from .. import validation as check
 from ..validation import HERMITICITY_TOLERANCE
 from . import guards
-from .system import BaseSystem, PropagatorPair, check_lindblad_lists
+from .system import BaseSystem, PropagatorPair, check_lindblad_lists, lindblad_generator
 
 #: Relative step of the central differences of the user's functions.
 DIFFERENCE_STEP = 1e-3
@@ -95,14 +95,11 @@ class ParameterizedSystem(BaseSystem):
                 "hamiltonian(p_1, ..., p_M) -> (d, d)"
             )
         count = _number_of_parameters(hamiltonian)
-        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
-        for i, item in enumerate(list(gammas) + list(lindblad_operators)):
-            if not callable(item):
-                what = "gammas" if i < len(gammas) else "lindblad_operators"
-                raise TypeError(
-                    f"each of {what} of a ParameterizedSystem must be a callable of the "
-                    f"{count} parameters"
-                )
+        gammas, lindblad_operators = check_lindblad_lists(
+            gammas,
+            lindblad_operators,
+            f"of a ParameterizedSystem must be a callable of the {count} parameters",
+        )
         if propagator_derivatives is not None and not callable(propagator_derivatives):
             raise TypeError(
                 "propagator_derivatives must be None or a callable (dt, parameters) -> "
@@ -159,20 +156,14 @@ class ParameterizedSystem(BaseSystem):
         labels = ["(" + ", ".join(repr(float(p)) for p in row) + ")" for row in rows]
         arguments = [tuple(float(p) for p in row) for row in rows]
         h = self._matrices(self._hamiltonian, "hamiltonian", labels, arguments, True)
-        d = self.dimension
-        identity = default_np.identity(d)
-        generator = -1j * (_kron(h, identity) - _kron(identity, default_np.swapaxes(h, 1, 2)))
+        terms = []
         for i, (gamma, op) in enumerate(zip(self._gammas, self._lindblad_operators)):
             name = f"gammas[{i}]"
             values = [guards.call(gamma, name + label, *a) for label, a in zip(labels, arguments)]
             rate = guards.real_array(values, name + "{}", labels, non_negative=rates)
             a = self._matrices(op, f"lindblad_operators[{i}]", labels, arguments, False)
-            ada = default_np.conj(default_np.swapaxes(a, 1, 2)) @ a
-            generator = generator + rate[:, None, None] * (
-                _kron(a, a.conj())
-                - 0.5 * (_kron(ada, identity) + _kron(identity, default_np.swapaxes(ada, 1, 2)))
-            )
-        return generator
+            terms.append((rate, a))
+        return lindblad_generator(h, terms)
 
     def _matrices(
         self, function: Callable, name: str, labels: list[str], arguments: list, hermitian: bool
@@ -379,11 +370,3 @@ def _block_frechet(
     halves = top[:, :, :size]
     derivatives = top[:, :, size:].reshape(rows, size, m, size).transpose(0, 2, 1, 3)
     return default_np.ascontiguousarray(halves), default_np.ascontiguousarray(derivatives)
-
-
-def _kron(a: default_np.ndarray, b: default_np.ndarray) -> default_np.ndarray:
-    """kron(a_r, b_r) for every r of (R, n, n) or (n, n) arrays, (R, n^2, n^2)."""
-    a3, b3 = default_np.atleast_3d(a.T).T, default_np.atleast_3d(b.T).T
-    n, m = a3.shape[-1], b3.shape[-1]
-    product = a3[:, :, None, :, None] * b3[:, None, :, None, :]
-    return product.reshape(product.shape[0], n * m, n * m)

@@ -85,10 +85,14 @@ def _as_list(value: Any, name: str, what: str) -> list:
     return list(value)
 
 
-def check_lindblad_lists(gammas: Any, lindblad_operators: Any) -> tuple[list, list]:
+def check_lindblad_lists(
+    gammas: Any, lindblad_operators: Any, callables: str | None = None
+) -> tuple[list, list]:
     """``gammas`` (rates, 1/time) and ``lindblad_operators`` ((d, d) matrices), each
     None or a list or tuple, as two lists of the same length; a ``TypeError`` or
-    ``ValueError`` that names the argument. The items are checked by the caller."""
+    ``ValueError`` that names the argument. ``callables``: the items must be
+    callables, of what the text says (``'t of a TimeDependentSystem'``), else a
+    ``TypeError``; their values are checked by the caller."""
     gammas = _as_list(gammas, "gammas", "rates")
     lindblad_operators = _as_list(lindblad_operators, "lindblad_operators", "(d, d) matrices")
     if len(gammas) != len(lindblad_operators):
@@ -96,6 +100,10 @@ def check_lindblad_lists(gammas: Any, lindblad_operators: Any) -> tuple[list, li
             f"gammas and lindblad_operators must have the same length; got {len(gammas)} "
             f"gammas and {len(lindblad_operators)} lindblad_operators"
         )
+    if callables is not None:
+        for what, items in (("gammas", gammas), ("lindblad_operators", lindblad_operators)):
+            if not all(callable(item) for item in items):
+                raise TypeError(f"each of {what} {callables}")
     return gammas, lindblad_operators
 
 
@@ -217,6 +225,23 @@ def _evaluate_checked(
     return check.square_matrix(value, f"{name}({t})", dimension)
 
 
+def _time_terms(
+    gammas: list[Callable], lindblad_operators: list[Callable], dimension: int
+) -> tuple[list[Any], list[Any]]:
+    """The rates and Lindblad operators as functions of t, checked at t = 0 (rates
+    >= 0, operators (d, d)) and vectorised over t (``numpy.vectorize``)."""
+    for i, op in enumerate(lindblad_operators):
+        _evaluate_checked(op, 0.0, f"lindblad_operators[{i}]", dimension, False)
+    for i, gamma in enumerate(gammas):
+        check.non_negative_number(gamma(0.0), f"gammas[{i}](0.0)")
+    rates = [default_np.vectorize(g, signature="()->()") for g in gammas]
+    operators = [
+        default_np.vectorize(_as_arrays(op, "lindblad_operators"), signature="()->(n,n)")
+        for op in lindblad_operators
+    ]
+    return rates, operators
+
+
 class TimeDependentSystem(BaseSystem):
     """System with a time-dependent Hamiltonian and Lindblad terms.
 
@@ -242,28 +267,18 @@ class TimeDependentSystem(BaseSystem):
     ):
         if not callable(hamiltonian):
             raise TypeError("hamiltonian of a TimeDependentSystem must be a callable t -> (d, d)")
-        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
-        for i, item in enumerate(list(gammas) + list(lindblad_operators)):
-            if not callable(item):
-                what = "gammas" if i < len(gammas) else "lindblad_operators"
-                raise TypeError(f"each of {what} of a TimeDependentSystem must be a callable of t")
+        gammas, lindblad_operators = check_lindblad_lists(
+            gammas, lindblad_operators, "of a TimeDependentSystem must be a callable of t"
+        )
         dimension = _evaluate_checked(hamiltonian, 0.0, "hamiltonian", None, True).shape[0]
-        for i, op in enumerate(lindblad_operators):
-            _evaluate_checked(op, 0.0, f"lindblad_operators[{i}]", dimension, False)
-        for i, gamma in enumerate(gammas):
-            check.non_negative_number(gamma(0.0), f"gammas[{i}](0.0)")
+        self._gammas, self._lindblad_operators = _time_terms(gammas, lindblad_operators, dimension)
         super().__init__(dimension, name, description)
         self._hamiltonian = default_np.vectorize(
             _as_arrays(hamiltonian, "hamiltonian"), signature="()->(n,n)"
         )
-        self._gammas = [default_np.vectorize(g, signature="()->()") for g in gammas]
-        self._lindblad_operators = [
-            default_np.vectorize(_as_arrays(op, "lindblad_operators"), signature="()->(n,n)")
-            for op in lindblad_operators
-        ]
         self._raw_hamiltonian = hamiltonian
-        self._raw_gammas = list(gammas)
-        self._raw_lindblad_operators = list(lindblad_operators)
+        self._raw_gammas = gammas
+        self._raw_lindblad_operators = lindblad_operators
         self._identity = default_np.identity(dimension)
 
     def hamiltonian(self, t: float) -> default_np.ndarray:
@@ -368,8 +383,7 @@ def _fast_liouvillian(
     their input conversions.
     """
     hamiltonian = guards.matrix(hamiltonian, label, d, hermitian=True)
-    identity = default_np.identity(d)
-    generator = -1j * (_kron(hamiltonian, identity) - _kron(identity, hamiltonian.T))
+    terms = []
     for i, (gamma, op) in enumerate(zip(gammas, lindblad_operators)):
         rate_label = f"gammas[{i}]({t!r})"
         rate = guards.real_value(guards.call(gamma, rate_label, t), rate_label, non_negative=True)
@@ -377,18 +391,38 @@ def _fast_liouvillian(
             continue
         op_label = f"lindblad_operators[{i}]({t!r})"
         a = guards.matrix(guards.call(op, op_label, t), op_label, d, hermitian=False)
-        ada = a.conj().T @ a
-        generator = generator + rate * (
-            _kron(a, a.conj()) - 0.5 * (_kron(ada, identity) + _kron(identity, ada.T))
+        terms.append((rate, a))
+    return lindblad_generator(hamiltonian, terms)
+
+
+def lindblad_generator(
+    hamiltonian: default_np.ndarray, terms: Sequence[tuple[Any, default_np.ndarray]]
+) -> default_np.ndarray:
+    """The Liouvillian -i[H, .] + sum_k gamma_k (A_k . A_k^dag - 1/2 {A_k^dag A_k, .})
+    of checked arrays: H (d, d) or a stack (R, d, d), ``terms`` (gamma_k, A_k) pairs
+    with gamma_k a number or (R,) and A_k (d, d) or (R, d, d); returns (d^2, d^2) or
+    (R, d^2, d^2) (row-major vec). Each Kronecker product is one broadcast product
+    (``numpy.kron`` costs ~10x more per call at these sizes, and the quadratures call
+    this per node)."""
+    identity = default_np.identity(hamiltonian.shape[-1])
+    generator = -1j * (
+        _kron(hamiltonian, identity) - _kron(identity, default_np.swapaxes(hamiltonian, -1, -2))
+    )
+    for rate, a in terms:
+        ada = default_np.conj(default_np.swapaxes(a, -1, -2)) @ a
+        generator = generator + default_np.asarray(rate)[..., None, None] * (
+            _kron(a, a.conj())
+            - 0.5 * (_kron(ada, identity) + _kron(identity, default_np.swapaxes(ada, -1, -2)))
         )
     return generator
 
 
 def _kron(a: default_np.ndarray, b: default_np.ndarray) -> default_np.ndarray:
-    """kron(a, b) of two (d, d) matrices as one broadcast product (``numpy.kron`` costs
-    ~10x more per call at these sizes, and the quadratures call this per node)."""
-    n, m = a.shape[0], b.shape[0]
-    return (a[:, None, :, None] * b[None, :, None, :]).reshape(n * m, n * m)
+    """kron(a_r, b_r) for matrices (n, n), (m, m) or stacks of them (R, ., .): (n m, n m)
+    or (R, n m, n m), one broadcast product."""
+    n, m = a.shape[-1], b.shape[-1]
+    product = a[..., :, None, :, None] * b[..., None, :, None, :]
+    return product.reshape(product.shape[:-4] + (n * m, n * m))
 
 
 def _half_step(
@@ -452,13 +486,11 @@ class TimeDependentSystemWithField(BaseSystem):
                 "hamiltonian of a TimeDependentSystemWithField must be a callable "
                 "(t, field) -> (d, d)"
             )
-        gammas, lindblad_operators = check_lindblad_lists(gammas, lindblad_operators)
-        for i, item in enumerate(list(gammas) + list(lindblad_operators)):
-            if not callable(item):
-                what = "gammas" if i < len(gammas) else "lindblad_operators"
-                raise TypeError(
-                    f"each of {what} of a TimeDependentSystemWithField must be a callable of t"
-                )
+        gammas, lindblad_operators = check_lindblad_lists(
+            gammas,
+            lindblad_operators,
+            "of a TimeDependentSystemWithField must be a callable of t",
+        )
         dimension = None
         for field in (0.0, 1.0 + 1.0j):
             value = _evaluate_checked(
@@ -467,22 +499,14 @@ class TimeDependentSystemWithField(BaseSystem):
             dimension = value.shape[0]
         if dimension is None:  # for the type checker: the loop ran
             raise ValueError("hamiltonian gave no matrix")
-        for i, op in enumerate(lindblad_operators):
-            _evaluate_checked(op, 0.0, f"lindblad_operators[{i}]", dimension, False)
-        for i, gamma in enumerate(gammas):
-            check.non_negative_number(gamma(0.0), f"gammas[{i}](0.0)")
+        self._gammas, self._lindblad_operators = _time_terms(gammas, lindblad_operators, dimension)
         super().__init__(dimension, name, description)
         self._raw_hamiltonian = hamiltonian
         self._hamiltonian = default_np.vectorize(
             _as_arrays(hamiltonian, "hamiltonian"), signature="(),()->(n,n)"
         )
-        self._gammas = [default_np.vectorize(g, signature="()->()") for g in gammas]
-        self._lindblad_operators = [
-            default_np.vectorize(_as_arrays(op, "lindblad_operators"), signature="()->(n,n)")
-            for op in lindblad_operators
-        ]
-        self._raw_gammas = list(gammas)
-        self._raw_lindblad_operators = list(lindblad_operators)
+        self._raw_gammas = gammas
+        self._raw_lindblad_operators = lindblad_operators
 
     def hamiltonian(self, t: Any, field: Any) -> default_np.ndarray:
         """H(t, field), (d, d) (vectorised over t and field)."""
