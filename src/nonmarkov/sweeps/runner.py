@@ -29,6 +29,7 @@ from typing import Any
 import numpy as default_np
 
 from .. import validation as check
+from .._threads import available_cores
 from ..backends import get_backend, get_precision, set_backend
 from ..io.batched_results import BatchedDynamics
 from ..io.results import Dynamics
@@ -47,14 +48,6 @@ MAX_RESTARTS = 3
 
 #: ``executor='serial'``: run every point in the calling process, one after another.
 SERIAL = "serial"
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def function_name(function: Callable[..., Any]) -> str:
@@ -205,7 +198,7 @@ def _executor(executor: Any, max_workers: Any, num_points: int) -> tuple[_Pool, 
                 "max_workers sets the default process pool; with executor= it is unused"
             )
     if executor is None:
-        cpus = available_cpus()
+        cpus = available_cores()
         workers = max(1, min(num_points, max_workers or cpus))
 
         def factory() -> concurrent.futures.ProcessPoolExecutor:
