@@ -167,6 +167,41 @@ def test_reading_out_early_from_a_file_pt_gives_the_prefix(
     assert np.max(np.abs(both.states - memory_dynamics.states)) > 1e-3
 
 
+@pytest.mark.skip_backend("numpy", reason="the streamed compiled scan is the JAX engine's")
+@pytest.mark.parametrize("record_all", [True, False], ids=["all", "last"])
+def test_a_file_pt_streams_to_the_compiled_scan_in_chunks(model, pt_file, monkeypatch, record_all):
+    """On JAX with compiled='on', a run on a file PT is the compiled scan fed a chunk of
+    steps at a time (12 steps in chunks of 5: 5, 5 and 2 padded with identity steps),
+    with a time-dependent system, a control and an in-memory PT beside it; the same as
+    NumPy's streamed steps."""
+    from nonmarkov import backends
+    from nonmarkov.engines.jax import engine as jax_engine
+
+    monkeypatch.setattr(jax_engine, "STREAM_STEPS", 5)
+    chunks = []
+    original = jax_engine.run_stream
+    monkeypatch.setattr(
+        jax_engine, "run_stream", lambda *args: chunks.append(args[6]) or original(*args)
+    )
+    _, _, rho0 = model
+    driven = nm.TimeDependentSystem(lambda t: 0.5 * nm.operators.sigma("x") * np.cos(t))
+    control = nm.Control(2)
+    control.add_single(4, np.kron(nm.operators.sigma("x"), nm.operators.sigma("x")), post=True)
+    memory_pt = nm.import_process_tensor(pt_file, "simple")
+    arguments = dict(control=control, record_all=record_all)
+
+    def run(pts):
+        return silent(nm.compute_dynamics, driven, rho0, process_tensor=pts, **arguments)
+
+    with backends.use_backend("numpy", "double"):
+        expected = run([nm.import_process_tensor(pt_file), memory_pt])
+    with nm.options.use_options(compiled="on"):
+        streamed = run([nm.import_process_tensor(pt_file), memory_pt])
+    assert chunks == [5]
+    np.testing.assert_allclose(streamed.times, expected.times, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(streamed.states, expected.states, rtol=0, atol=1e-10)
+
+
 def test_correlations_from_a_file_pt_equal_the_in_memory_ones(model, memory_pt, pt_file):
     """compute_correlations streams a file PT step by step like compute_dynamics;
     the two-time map equals the one from the in-memory PT."""

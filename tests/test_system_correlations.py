@@ -588,3 +588,73 @@ def test_correlations_with_control_match_manual_propagation(post):
         assert values[i, 0] == pytest.approx(expected, abs=1e-12)
     _, plain = compute_correlations(system, None, A_OP, B_OP, [0, 1], 3, **kwargs)
     assert np.max(np.abs(plain - values)) > 1e-2
+
+
+# --------------------------------------------------------------------------
+# the branch sweep on every backend
+# --------------------------------------------------------------------------
+
+
+def branch_sweep_cases(pts):
+    """Correlations through every public entry point, on two process tensors: a
+    time-dependent system with a control (full time order), three operators with two at
+    the same time (the branch maps composed), and a batch of two systems."""
+    from nonmarkov.methods.batched_correlations import compute_correlations_batch
+
+    driven = nm.TimeDependentSystem(lambda t: HAMILTONIAN + 0.3 * np.cos(2.0 * t) * SZ)
+    control = nm.Control(2)
+    control.add_single(2, np.kron(SX, SX.conj()), post=True)
+    two_time = compute_correlations(
+        driven,
+        pts,
+        A_OP,
+        B_OP,
+        slice(None),
+        slice(1, None),
+        "full",
+        initial_state=RHO0,
+        control=control,
+        **SILENT,
+    )[1]
+    three_time = compute_correlations_nt(
+        nm.System(HAMILTONIAN),
+        pts,
+        [A_OP, B_OP, SX],
+        [slice(0, 3), 2, slice(2, 5)],
+        ["left", "right", "left"],
+        initial_state=RHO0,
+        **SILENT,
+    )[1]
+    batch = compute_correlations_batch(
+        [nm.System(HAMILTONIAN), nm.System(0.7 * SX)],
+        pts,
+        A_OP,
+        B_OP,
+        slice(None),
+        3,
+        initial_states=RHO0,
+        progress_type="silent",
+    )[1]
+    return [two_time, three_time, batch]
+
+
+@pytest.mark.skip_backend("numpy", reason="the compiled branch sweep is the JAX engine's")
+def test_compiled_branch_sweep_agrees_with_numpy(two_baths, monkeypatch):
+    """The same correlations on NumPy (the eager sweep) and on JAX, where with
+    compiled='on' every sweep runs as compiled kernels on padded branch buckets."""
+    from nonmarkov import backends
+    from nonmarkov.engines.jax import engine as jax_engine
+    from nonmarkov.options import EngineOptions, use_options
+
+    pts = [two_baths["z"], two_baths["x"]]
+    with backends.use_backend("numpy", "double"):
+        expected = branch_sweep_cases(pts)
+    calls = []
+    original = jax_engine.run_sweep
+    monkeypatch.setattr(jax_engine, "run_sweep", lambda *args: calls.append(1) or original(*args))
+    with use_options(EngineOptions(compiled="on")):
+        compiled = branch_sweep_cases(pts)
+    assert len(calls) == 3
+    for value, reference in zip(compiled, expected):
+        np.testing.assert_array_equal(np.isnan(value), np.isnan(reference))
+        np.testing.assert_allclose(value, reference, rtol=0, atol=1e-10)

@@ -278,6 +278,30 @@ class ChainRun:
     on_step: Callable[[int], None] = lambda count: None
 
 
+@dataclasses.dataclass(frozen=True)
+class BranchStep:
+    """What a branch sweep (:meth:`ChainEngine.sweep`) does at one grid time t_k,
+    before the propagation of step k (host arrays).
+
+    The state holds P branches per member, (B, bonds..., P, d^2). First the
+    read-outs, then the new list of branches: ``keep`` first, then each group of
+    ``children`` in order.
+
+    Parameters
+    ----------
+    readouts : per group, (sources (n,) int, vector (d^2,)): the values
+        vector . (branch sources[i] with its bonds closed by the caps at t_k),
+        (B, n) per group.
+    keep : (n_0,) int, the branches that go on unchanged.
+    children : per group, (superoperator (d^2, d^2), sources (n,) int): new
+        branches, the superoperator applied to each source branch.
+    """
+
+    readouts: Sequence[tuple[Any, Any]]
+    keep: Any
+    children: Sequence[tuple[Any, Any]]
+
+
 class ChainEngine(Protocol):
     """Propagation of a system state through process-tensor steps."""
 
@@ -330,6 +354,14 @@ class ChainEngine(Protocol):
         each a host array (d^2, d^2) shared by the members or (B, d^2, d^2) one per
         member, the controls possibly None (``capabilities.batch``; algorithms that
         branch the states: correlations)."""
+
+    def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
+        """A branch sweep (``capabilities.batch``; correlations): ``run`` has a member
+        axis, each member's initial state one branch; at each grid time t_k, k = 0 ..
+        len(steps) - 1, ``steps[k]`` reads out and branches the states, then step k
+        of ``run`` propagates every branch (after the last, none; ``run.num_steps`` is
+        len(steps) - 1). Returns per grid time, per read-out group, the values (B, n)
+        as host arrays; ``run.on_step(1)`` per step."""
 
     def step_transposed(
         self,

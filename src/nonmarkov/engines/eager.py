@@ -39,6 +39,7 @@ from ..options import EngineOptions, resolve
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
 from .base import (
+    BranchStep,
     ChainCapabilities,
     ChainRun,
     PreparedProcessTensor,
@@ -279,9 +280,9 @@ class EagerChainEngine:
     (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
     A run with a member axis steps the whole batch at once with the member-axis
-    kernels (the state ``v[m, b_1, ..., b_n, alpha]``, member first): a control is folded into the propagator next to it (``first @
-    before``, ``after @ second``), which costs B d^6 instead of a product with the
-    whole state.
+    kernels (the state ``v[m, b_1, ..., b_n, alpha]``, member first): a control is
+    folded into the propagator next to it (``first @ before``, ``after @ second``),
+    which costs B d^6 instead of a product with the whole state.
     """
 
     capabilities = ChainCapabilities(batch=True, adjoint=True, differentiable=False)
@@ -358,6 +359,44 @@ class EagerChainEngine:
             state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis + 1)
             state = apply_superoperators(state, pt.transform_out)
         return apply_superoperators(state, second)
+
+    def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.sweep`: the branches on the
+        branch axis of one state (B, bonds..., P, d^2), each step by :meth:`step_members`."""
+        prepared = self.prepare(run.process_tensors, run.num_steps, True)
+        initial = default_np.asarray(run.initial)
+        members, d2 = initial.shape
+        axis = 1 + len(prepared)  # the branches
+        state = to_backend(initial.reshape((members,) + (1,) * len(prepared) + (1, d2)))
+        results: list[list[default_np.ndarray]] = []
+        for k, branching in enumerate(steps):
+            ones = np.ones((1,), dtype=np.dtype_complex)  # the bonds at t_0
+            caps = [pt.cap(k - 1) if k else ones for pt in prepared]
+            values = []
+            for sources, vector in branching.readouts:
+                selected = np.take(state, np.asarray(sources), axis=axis)
+                closed = close_bonds_batched(selected, caps)  # (B, n, d^2)
+                product = np.tensordot(closed, to_backend(vector), axes=([2], [0]))
+                values.append(default_np.asarray(np.to_host(product)))
+            results.append(values)
+            if k == len(steps) - 1:
+                break
+            keep = default_np.asarray(branching.keep, dtype=int)
+            parts = []
+            if len(keep) == state.shape[axis] and not (keep != default_np.arange(len(keep))).any():
+                parts.append(state)
+            elif len(keep):
+                parts.append(np.take(state, np.asarray(keep), axis=axis))
+            for superoperator, sources in branching.children:
+                selected = np.take(state, np.asarray(sources), axis=axis)
+                parts.append(apply_superoperators(selected, to_backend(superoperator)))
+            if not parts:
+                break
+            state = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+            before, after = (None, None) if run.controls is None else run.controls(k)
+            state = self.step_members(state, k, *run.propagators(k), prepared, before, after)
+            run.on_step(1)
+        return results
 
     def step_transposed(
         self,

@@ -39,10 +39,8 @@ import numpy as default_np
 from .. import config
 from .. import validation as check
 from .._threads import hot_loop_threads
-from ..backends.host import to_backend
-from ..backends.numerical_backend import np
 from ..engines import chain_engine
-from ..kernels.chain import apply_superoperators, close_bonds_batched
+from ..engines.base import BranchStep, ChainRun
 from ..model.control import Control
 from ..model.operators import left_super, right_super
 from ..model.system import BaseSystem, System
@@ -206,21 +204,102 @@ class OperatorChain:
 
 
 class _Branch:
-    """Bookkeeping of one batch entry: its chain, level (operators applied) and steps."""
+    """Bookkeeping of one branch: its chain, level (operators applied) and steps; within a
+    grid time, the branch it comes from at the start of that time (``origin``) and the
+    operators applied to it since (``ops``: (chain, level) pairs, in order)."""
 
-    __slots__ = ("chain", "level", "indices")
+    __slots__ = ("chain", "level", "indices", "origin", "ops")
 
-    def __init__(self, chain: int | None, level: int, indices: tuple[int, ...]):
+    def __init__(
+        self,
+        chain: int | None,
+        level: int,
+        indices: tuple[int, ...],
+        origin: int = 0,
+        ops: tuple[tuple[int, int], ...] = (),
+    ):
         self.chain = chain
         self.level = level
         self.indices = indices
+        self.origin = origin
+        self.ops = ops
+
+
+def _composite(chains: list[OperatorChain], ops: tuple[tuple[int, int], ...]) -> Any:
+    """The product of the superoperators ``ops`` (the first applied first), (d^2, d^2)."""
+    product = chains[ops[0][0]].superoperators[ops[0][1]]
+    for c, level in ops[1:]:
+        product = chains[c].superoperators[level] @ product
+    return product
+
+
+def branch_schedule(
+    chains: list[OperatorChain], end: int
+) -> tuple[list[BranchStep], list[list[list[tuple[int, tuple[Any, ...]]]]]]:
+    """The branch sweep of ``chains`` over the grid times 0..``end`` (no array work):
+    per time, the :class:`~nonmarkov.engines.base.BranchStep` for the chain engine, and
+    per read-out group the (chain, value index) each value goes to. The sweep ends at
+    the first time after which no branch is left."""
+    root_end = max(chain.last_step[0] for chain in chains)
+    branches = [_Branch(None, 0, ())]
+    steps: list[BranchStep] = []
+    targets: list[list[list[tuple[int, tuple[Any, ...]]]]] = []
+    for k in range(end + 1):
+        for i, branch in enumerate(branches):
+            branch.origin, branch.ops = i, ()
+        readouts: dict[tuple[Any, ...], tuple[list[int], list[tuple[int, tuple[Any, ...]]]]] = {}
+        for c, chain in enumerate(chains):
+            for level in range(chain.length):
+                position = chain.position[level].get(k)
+                if position is None:
+                    continue
+                if level == 0:
+                    parents = [b for b in branches if b.chain is None]
+                else:
+                    parents = [b for b in branches if b.chain == c and b.level == level]
+                if level == chain.length - 1:
+                    for parent in parents:
+                        sources, where = readouts.setdefault((c,) + parent.ops, ([], []))
+                        sources.append(parent.origin)
+                        where.append((c, parent.indices + (position,)))
+                else:
+                    branches = branches + [
+                        _Branch(
+                            c, level + 1, p.indices + (position,), p.origin, p.ops + ((c, level),)
+                        )
+                        for p in parents
+                    ]
+        step_targets = []
+        groups = []
+        for (c, *ops), (sources, where) in readouts.items():
+            vector = chains[c].readout
+            if ops:
+                vector = _composite(chains, tuple(ops)).T @ vector
+            groups.append((default_np.asarray(sources), vector))
+            step_targets.append(where)
+        alive = [b for b in branches if _alive(b, chains, k, root_end)]
+        kept = [b for b in alive if not b.ops]
+        grouped: dict[tuple[tuple[int, int], ...], list[_Branch]] = {}
+        for branch in alive:
+            if branch.ops:
+                grouped.setdefault(branch.ops, []).append(branch)
+        children = [
+            (_composite(chains, ops), default_np.asarray([b.origin for b in group]))
+            for ops, group in grouped.items()
+        ]
+        steps.append(BranchStep(groups, default_np.asarray([b.origin for b in kept]), children))
+        targets.append(step_targets)
+        branches = kept + [b for group in grouped.values() for b in group]
+        if not branches:
+            break
+    return steps, targets
 
 
 class CorrelationSweep:
     """Propagates the branches of b members over the grid and reads out the chains:
-    the state (b, bonds..., branches, d^2), each member with its own propagators and
-    controls, one batched contraction per step (the chain engine's ``step_members``); a chain's
-    values get a leading member axis. One system is a batch of one.
+    the branch schedule (:func:`branch_schedule`) run by the chain engine's ``sweep``,
+    each member with its own propagators and controls; a chain's values get a leading
+    member axis. One system is a batch of one.
 
     ``systems`` and ``controls``: one per member (one dimension d);
     ``process_tensors``: shared by the members; ``grid``: the :class:`TimeGrid`;
@@ -245,6 +324,7 @@ class CorrelationSweep:
                 distinct[id(member)] = member.get_propagators(
                     grid.dt, grid.start_time, subdiv_limit, liouvillian_epsrel
                 )
+        self.constant = all(type(member) is System for member in systems)
         self.propagators = MemberPropagators(
             [distinct[id(member)] for member in systems],
             [type(member) is System for member in systems],
@@ -257,89 +337,33 @@ class CorrelationSweep:
         self.initial_controls = [made[id(c)][0] for c in controls]
         self.controls = member_controls(controls, made, self.d)
         self.engine = chain_engine(options, batch=True)
-        self.pts = self.engine.prepare(process_tensors, grid.num_steps, record_all=True)
-        self.num_bonds = len(self.pts)
-
-    def _caps(self, step: int) -> list[Any]:
-        if step == 0:
-            return [np.ones((1,), dtype=np.dtype_complex) for _ in self.pts]
-        return [pt.cap(step - 1) for pt in self.pts]
+        self.process_tensors = process_tensors
 
     def run(
         self, rho0: default_np.ndarray, chains: list[OperatorChain], progress: Progress
     ) -> None:
         """Fill ``chain.values`` (b, ...) of every chain for the members' ``rho0`` (b, d, d)."""
-        with self.engine.stepping():  # the branch operations run where the steps do
-            self._run(rho0, chains, progress)
-
-    def _run(
-        self, rho0: default_np.ndarray, chains: list[OperatorChain], progress: Progress
-    ) -> None:
-        axis = 1 + self.num_bonds  # the branches
         end = max(chain.last_step[-1] for chain in chains)
-        root_end = max(chain.last_step[0] for chain in chains)
-        superops = [[to_backend(s) for s in chain.superoperators] for chain in chains]
-        readouts = [to_backend(chain.readout) for chain in chains]
+        steps, targets = branch_schedule(chains, end)
         vectors = default_np.asarray(rho0, dtype=complex).reshape(len(rho0), -1)
         for m, initial in enumerate(self.initial_controls):
             if initial is not None:  # the state recorded at t_0
                 vectors[m] = initial @ vectors[m]
-        members, d2 = vectors.shape
-        state = to_backend(vectors.reshape((members,) + (1,) * self.num_bonds + (1, d2)))
-        branches = [_Branch(None, 0, ())]
-        for k in range(end + 1):
-            state, branches = self._act(state, branches, chains, superops, readouts, k)
-            alive = [i for i, branch in enumerate(branches) if _alive(branch, chains, k, root_end)]
-            if len(alive) < len(branches):
-                branches = [branches[i] for i in alive]
-                state = np.take(state, np.asarray(alive), axis=axis) if alive else None
-            if state is None or k == end:
-                break
-            before, after = (None, None) if self.controls is None else self.controls(k)
-            first, second = self.propagators(k)
-            state = self.engine.step_members(state, k, first, second, self.pts, before, after)
-            progress.update()
-
-    def _act(
-        self,
-        state: Any,
-        branches: list[_Branch],
-        chains: list[OperatorChain],
-        superops: list[list[Any]],
-        readouts: list[Any],
-        k: int,
-    ) -> tuple[Any, list[_Branch]]:
-        """Apply every operator acting at step ``k``; read out the last ones."""
-        axis = 1 + self.num_bonds
-        for c, chain in enumerate(chains):
-            for level in range(chain.length):
-                position = chain.position[level].get(k)
-                if position is None:
-                    continue
-                if level == 0:
-                    parents = [i for i, b in enumerate(branches) if b.chain is None]
-                else:
-                    parents = [
-                        i for i, b in enumerate(branches) if b.chain == c and b.level == level
-                    ]
-                if not parents:
-                    continue
-                selected = np.take(state, np.asarray(parents), axis=axis)
-                if level == chain.length - 1:
-                    vectors = close_bonds_batched(selected, self._caps(k))  # (b, parents, d^2)
-                    values = np.to_host(np.tensordot(vectors, readouts[c], axes=([2], [0])))
-                    values = default_np.asarray(values)  # (b, parents)
-                    for j, i in enumerate(parents):
-                        chain.values[(slice(None),) + branches[i].indices + (position,)] = values[
-                            :, j
-                        ]
-                else:
-                    children = apply_superoperators(selected, superops[c][level])
-                    state = np.concatenate([state, children], axis=axis)
-                    branches = branches + [
-                        _Branch(c, level + 1, branches[i].indices + (position,)) for i in parents
-                    ]
-        return state, branches
+        run = ChainRun(
+            initial=vectors,
+            num_steps=len(steps) - 1,
+            propagators=self.propagators,
+            constant_propagators=self.constant,
+            controls=self.controls,
+            process_tensors=self.process_tensors,
+            record_all=True,
+            on_step=progress.update,
+        )
+        values = self.engine.sweep(run, steps)
+        for step_values, step_targets in zip(values, targets):
+            for group, where in zip(step_values, step_targets):
+                for j, (c, index) in enumerate(where):
+                    chains[c].values[(slice(None),) + index] = group[:, j]
 
 
 def _alive(branch: _Branch, chains: list[OperatorChain], k: int, root_end: int) -> bool:

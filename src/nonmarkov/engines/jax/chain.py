@@ -80,14 +80,14 @@ def stack_padded(
     return table, cap_table, default_np.asarray(rows, dtype=default_np.int32)
 
 
-def _apply(state: Any, matrix: Any) -> Any:
+def apply_matrix(state: Any, matrix: Any) -> Any:
     """``matrix`` (d^2, d^2) on the last axis of ``state``."""
     import jax.numpy as jnp
 
     return jnp.tensordot(state, matrix, axes=([state.ndim - 1], [1]))
 
 
-def _close(state: Any, caps: Sequence[Any]) -> Any:
+def close_caps(state: Any, caps: Sequence[Any]) -> Any:
     """Contract the bond axes of ``state`` (bonds..., [batch,] d^2) with ``caps``."""
     import jax.numpy as jnp
 
@@ -96,7 +96,7 @@ def _close(state: Any, caps: Sequence[Any]) -> Any:
     return state
 
 
-def _process_step(
+def process_step(
     state: Any, rows: Sequence[Any], baths: Sequence[tuple[Any, ...]], transposed: bool = False
 ) -> Any:
     """Every process tensor's step (table row ``rows[i]`` of bath i) on ``state``
@@ -110,9 +110,9 @@ def _process_step(
         if transposed:
             transform_in, transform_out = transform_out.T, transform_in.T
             expanded = jnp.swapaxes(expanded, 0, 1)
-        state = _apply(state, transform_in)
+        state = apply_matrix(state, transform_in)
         moved = jnp.einsum("...ba,bca->...ca", jnp.moveaxis(state, axis, -2), expanded)
-        state = _apply(jnp.moveaxis(moved, -2, axis), transform_out)
+        state = apply_matrix(jnp.moveaxis(moved, -2, axis), transform_out)
     return state
 
 
@@ -128,6 +128,7 @@ def member_scan(
     baths: tuple[tuple[Any, ...], ...],
     record_all: bool,
     remat: bool = False,
+    carry: bool = False,
 ) -> Any:
     """The scan of one member over the steps (traced by ``jax.jit``; differentiable;
     ``jax.vmap`` adds the members).
@@ -139,22 +140,27 @@ def member_scan(
     (U', B), rows (N,) int). ``remat``: recompute each step's intermediates in a
     backward pass (``jax.checkpoint``) instead of storing them, so that reverse-mode
     autodiff holds one state per step. Returns the read-outs (N, d^2), or (1, d^2)
-    for the last step only.
+    for the last step only; ``carry``: (the state after the last step, the read-outs
+    (N, d^2)), for a run streamed in chunks (:func:`run_stream`).
     """
     import jax
     from jax import lax
 
     def step(state: Any, rows: tuple[Any, ...]) -> tuple[Any, Any]:
         pair, bath_rows = rows[0], rows[1:]
-        state = _apply(_process_step(_apply(state, firsts[pair]), bath_rows, baths), seconds[pair])
-        return state, (_close(state, _caps_of(bath_rows, baths)) if record_all else None)
+        state = apply_matrix(
+            process_step(apply_matrix(state, firsts[pair]), bath_rows, baths), seconds[pair]
+        )
+        return state, (close_caps(state, _caps_of(bath_rows, baths)) if record_all else None)
 
     body = jax.checkpoint(step) if remat else step
     inputs = (propagator_rows,) + tuple(bath[5] for bath in baths)
     state, readouts = lax.scan(body, state, inputs)
+    if carry:
+        return state, readouts
     if record_all:
         return readouts
-    return _close(state, [bath[4][bath[5][-1]] for bath in baths])[None]
+    return close_caps(state, [bath[4][bath[5][-1]] for bath in baths])[None]
 
 
 def _adjoint_forward(
@@ -168,11 +174,12 @@ def _adjoint_forward(
     def step(state: Any, inputs: tuple[Any, ...]) -> tuple[Any, tuple[Any, Any]]:
         rows, first_k, second_k, before_k, after_k = inputs
         stored = state
-        state = _apply(
-            _process_step(_apply(_apply(state, before_k), first_k), rows, baths), second_k
+        state = apply_matrix(
+            process_step(apply_matrix(apply_matrix(state, before_k), first_k), rows, baths),
+            second_k,
         )
-        state = _apply(state, after_k)
-        return state, (stored, _close(state, _caps_of(rows, baths)))
+        state = apply_matrix(state, after_k)
+        return state, (stored, close_caps(state, _caps_of(rows, baths)))
 
     inputs = (tuple(bath[5] for bath in baths), first, second, before, after)
     _, (stored, readouts) = lax.scan(step, state, inputs)
@@ -197,13 +204,15 @@ def _adjoint_backward(
 
     def step(adjoint: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         rows, state, first_k, second_k, before_k, after_k = inputs
-        source = _apply(state, before_k)
+        source = apply_matrix(state, before_k)
         units = (source[..., :, None, None] * identity).reshape(source.shape[:-1] + (d2 * d2, d2))
-        moved = _process_step(units, rows, baths)  # (bonds'..., a b, c)
-        lam = _apply(adjoint, after_k.T)
+        moved = process_step(units, rows, baths)  # (bonds'..., a b, c)
+        lam = apply_matrix(adjoint, after_k.T)
         derivative = jnp.tensordot(moved, lam, axes=(bonds, bonds)).reshape(d2, d2, d2, d2)
-        adjoint = _apply(_process_step(_apply(lam, second_k.T), rows, baths, True), first_k.T)
-        return _apply(adjoint, before_k.T), derivative
+        adjoint = apply_matrix(
+            process_step(apply_matrix(lam, second_k.T), rows, baths, True), first_k.T
+        )
+        return apply_matrix(adjoint, before_k.T), derivative
 
     inputs = (tuple(bath[5] for bath in baths), stored, first, second, before, after)
     _, derivatives = lax.scan(step, adjoint, inputs, reverse=True)
@@ -223,7 +232,7 @@ def _compiled_members(record_all: bool, per_member: bool, backend: str) -> Any:
     return compile_kernel(mapped, platform=backend)
 
 
-def _host_baths(baths: Sequence[tuple[Any, ...]], dtype: Any) -> tuple[tuple[Any, ...], ...]:
+def host_baths(baths: Sequence[tuple[Any, ...]], dtype: Any) -> tuple[tuple[Any, ...], ...]:
     return tuple(
         (
             default_np.asarray(b[0], dtype),
@@ -292,7 +301,7 @@ def run_members(
             default_np.asarray(firsts, dtype),
             default_np.asarray(seconds, dtype),
             default_np.asarray(rows, default_np.int32),
-            _host_baths(baths, dtype),
+            host_baths(baths, dtype),
         ),
         device,
     )
@@ -322,7 +331,7 @@ def differentiable_chain(
 
     dtype = baths[0][3].dtype
     bonds = tuple(bath[3].shape[1] for bath in baths)
-    tables = jax.device_put(_host_baths(baths, dtype))
+    tables = jax.device_put(host_baths(baths, dtype))
     zero = jnp.zeros(bonds + (baths[0][0].shape[0],), dtype)
     origin = (0,) * len(bonds)
 
@@ -392,7 +401,7 @@ def adjoint_chain(
         (
             _initial_state(default_np.asarray(state), bonds, dtype),
             *(default_np.asarray(a, dtype) for a in (first, second, before, after)),
-            _host_baths(baths, dtype),
+            host_baths(baths, dtype),
         ),
         device,
     )

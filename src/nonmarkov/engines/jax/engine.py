@@ -14,9 +14,10 @@ import numpy as default_np
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
-from ..base import DEVICES, ChainCapabilities, ChainRun, PreparedProcessTensor
+from ..base import DEVICES, BranchStep, ChainCapabilities, ChainRun, PreparedProcessTensor
 from ..eager import EagerChainEngine, in_memory
 from . import placement, planner
+from .branches import SWEPT, run_sweep, sweep_shapes
 from .chain import (
     SCANNED,
     adjoint_chain,
@@ -27,6 +28,11 @@ from .chain import (
     table_bytes,
 )
 from .planner import SCAN_BYTES
+from .stream import chunk_table, run_stream
+
+#: Steps of a process tensor read from a file copied to the device at a time (one
+#: compiled kernel scans each chunk while the next is read).
+STREAM_STEPS = 64
 
 
 class StepsOnHost:
@@ -53,6 +59,11 @@ class StepsOnHost:
         """One step of the host engine with the NumPy kernels."""
         with numpy_in_this_thread():
             return super().step(state, step, *arguments, **keywords)  # type: ignore[misc]
+
+    def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
+        """A branch sweep, the eager engine's with the NumPy kernels on the host."""
+        with numpy_in_this_thread():
+            return super().sweep(run, steps)  # type: ignore[misc]
 
     def step_members(self, state: Any, step: int, *arguments: Any, **keywords: Any) -> Any:
         """One step of a state with a member axis, the host engine's with the NumPy kernels."""
@@ -122,6 +133,13 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         """See :meth:`~nonmarkov.engines.base.ChainEngine.run`: a run without a member
         axis is a batch of one."""
         distinct = 1 if run.constant_propagators and run.controls is None else run.num_steps
+        pts = list(run.process_tensors)
+        if run.num_steps > 0 and pts and not all(map(in_memory, pts)):
+            streamed = self._stream(run, distinct)
+            if streamed is not None:
+                return streamed
+            with numpy_in_this_thread():
+                return super().run(run)
         plan = self._scan_plan("run", run, run.num_steps, distinct)
         if plan is None:
             with numpy_in_this_thread():
@@ -135,6 +153,108 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         SCANNED.add(key)
         run.on_step(run.num_steps)
         return readouts[:, 0] if default_np.ndim(run.initial) == 1 else readouts
+
+    def _stream(self, run: ChainRun, distinct: int) -> default_np.ndarray | None:
+        """:meth:`run` with process tensors read from files: the state on the device,
+        the step tensors copied there :data:`STREAM_STEPS` steps at a time and scanned
+        by one compiled kernel (:func:`~.stream.run_stream`), where that pays; else None
+        (the decision recorded) for the eager engine's streamed steps on the host."""
+        pts = list(run.process_tensors)
+        bonds = [max((int(b) for b in pt.get_bond_dimensions()), default=1) for pt in pts]
+        members, d2 = default_np.shape(default_np.atleast_2d(run.initial))
+        work = placement.chain_work(members, bonds, d2)
+        placed = placement.place(self._options.device, work)
+        dtype = np.dtype_complex
+        step_bytes = (
+            sum(bond * bond * pt.get_step_tensor(0)[0].shape[2] for bond, pt in zip(bonds, pts))
+            * default_np.dtype(dtype).itemsize
+        )
+        size = max(1, min(STREAM_STEPS, run.num_steps, SCAN_BYTES // (2 * step_bytes)))
+        key: tuple[Any, ...] = ("stream", size, distinct, run.record_all, members, d2)
+        key += (str(placed.device), tuple(bonds))
+        pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
+        if not (pays or placed.where == placement.ACCELERATOR):
+            self.decisions.append(("run", planner.HOST, f"{reason}; files stream on the host"))
+            return None
+        self.decisions.append(("run", planner.COMPILED, f"{reason}; files in chunks of {size}"))
+        with numpy_in_this_thread():  # the caps on the host, a backward pass over the files
+            prepared = EagerChainEngine.prepare(self, pts, run.num_steps, True)
+
+        def chunks() -> Any:
+            for start in range(0, run.num_steps, size):
+                count = min(size, run.num_steps - start)
+                baths = []
+                with numpy_in_this_thread():
+                    for bond, on_host in zip(bonds, prepared):
+                        steps = range(start, start + count)
+                        tensors = [on_host.tensor(k) for k in steps]
+                        caps = [on_host.cap(k) for k in steps]
+                        baths.append(
+                            (on_host.transform_in, on_host.transform_out, on_host.classes)
+                            + chunk_table(tensors, caps, bond, size, dtype)
+                        )
+                yield count, baths
+
+        firsts, seconds, rows, per_member = propagator_table(run)
+        readouts = run_stream(
+            default_np.atleast_2d(default_np.asarray(run.initial)),
+            firsts,
+            seconds,
+            rows,
+            per_member,
+            chunks(),
+            size,
+            run.record_all,
+            run.on_step,
+            dtype,
+            placed.device,
+        )
+        SCANNED.add(key)
+        return readouts[:, 0] if default_np.ndim(run.initial) == 1 else readouts
+
+    def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
+        """See :meth:`~nonmarkov.engines.base.ChainEngine.sweep`: one compiled kernel call
+        per grid time on the device (:func:`~.branches.run_sweep`; a kernel per bucket of
+        branches and read-outs) where the process tensors are in memory, fit and the
+        kernels pay (each must repay its compilation with its share of the steps,
+        :func:`~.planner.scan_pays`; on an accelerator always), else the eager engine's
+        sweep with the NumPy kernels on the host."""
+        pts = list(run.process_tensors)
+        reason = "no step, no process tensor, or not in memory"
+        if len(steps) > 1 and pts and all(map(in_memory, pts)):
+            bonds = [max((int(b) for b in pt.get_bond_dimensions()), default=1) for pt in pts]
+            members, d2 = default_np.shape(run.initial)
+            shapes = sweep_shapes(steps)
+            branches = sum(shape[0] for shape in shapes) / len(shapes)
+            work = placement.chain_work(max(1, round(members * branches)), bonds, d2)
+            placed = placement.place(self._options.device, work)
+            common = (members, d2, str(placed.device), tuple(bonds))
+            kernels = {shape + common for shape in shapes}
+            new = len(kernels - SWEPT)
+            share = max(1, run.num_steps // max(1, new))
+            pays, reason = planner.scan_pays(share, work, new == 0, self._options)
+            reason += f" ({new} of {len(kernels)} branch kernels to compile)"
+            if pays or placed.where == placement.ACCELERATOR:
+                baths = scan_tables(pts, run.num_steps, np.dtype_complex)
+                if baths is not None:
+                    self.decisions.append(("sweep", planner.COMPILED, reason))
+                    firsts, seconds, rows, per_member = propagator_table(run)
+                    values = run_sweep(
+                        run.initial,
+                        firsts,
+                        seconds,
+                        rows,
+                        per_member,
+                        baths,
+                        steps,
+                        run.on_step,
+                        placed.device,
+                    )
+                    SWEPT.update(kernels)
+                    return values
+                reason = f"tables above {SCAN_BYTES / 2**30:.0f} GiB"
+        self.decisions.append(("sweep", planner.HOST, reason))
+        return super().sweep(run, steps)
 
     def adjoint(
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]

@@ -1,0 +1,115 @@
+"""A chain run on process tensors read from files, streamed to the device: the step
+tensors copied a chunk of steps at a time and scanned by one compiled kernel (the
+member scan of :mod:`.chain`) while the next chunk is read. Requires JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as default_np
+
+from .chain import member_scan, platform_of
+from .compiler import compile_kernel
+
+
+@functools.cache
+def _compiled_chunk(per_member: bool, backend: str) -> Any:
+    import jax
+
+    axis = 1 if per_member else None
+    mapped = jax.vmap(
+        functools.partial(member_scan, record_all=True, carry=True),
+        in_axes=(0, axis, axis, None, None),
+        out_axes=(0, 1),
+    )
+    return compile_kernel(mapped, platform=backend)
+
+
+def chunk_table(
+    tensors: Sequence[Any], caps: Sequence[Any], bond: int, size: int, dtype: Any
+) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """The step tensors T_k[b, b', c] and caps_k[b'] of a chunk as a table (size + 1, bond,
+    bond, m) and (size + 1, bond), zero-padded; the last row is the identity, a step
+    that changes nothing (the padding of a short last chunk)."""
+    num_classes = tensors[0].shape[2]
+    table = default_np.zeros((size + 1, bond, bond, num_classes), dtype)
+    cap_table = default_np.zeros((size + 1, bond), dtype)
+    for row, (tensor, cap) in enumerate(zip(tensors, caps)):
+        table[row, : tensor.shape[0], : tensor.shape[1]] = tensor
+        cap_table[row, : cap.shape[0]] = cap
+    table[size] = default_np.eye(bond, dtype=dtype)[:, :, None]
+    return table, cap_table
+
+
+def run_stream(
+    initial: Any,
+    firsts: Any,
+    seconds: Any,
+    rows: Any,
+    per_member: bool,
+    chunks: Any,
+    size: int,
+    record_all: bool,
+    on_step: Callable[[int], None],
+    dtype: Any,
+    device: Any = None,
+) -> default_np.ndarray:
+    """A run whose step tensors come a chunk at a time (process tensors read from
+    files): the state stays on ``device``, each chunk's tables are copied there and
+    scanned by one compiled kernel (the same for every chunk: a short last chunk is
+    padded with identity steps) while the next chunk is read.
+
+    ``initial`` (B, d^2); ``firsts``/``seconds`` (U, [B,] d^2, d^2) and ``rows``
+    (N,) as from :func:`propagator_table`; ``chunks`` yields, per chunk of at most
+    ``size`` steps, its number of steps and per process tensor (transform_in,
+    transform_out, classes, table, cap table) with the tables of :func:`chunk_table`
+    in ``dtype``. Returns the read-outs on the host, (N, B, d^2) with ``record_all``
+    else (1, B, d^2).
+    """
+    import jax
+
+    initial = default_np.asarray(initial)
+    members, d2 = initial.shape
+    identity = default_np.broadcast_to(
+        default_np.eye(d2, dtype=dtype), (1,) + default_np.shape(firsts)[1:]
+    )
+    firsts = default_np.concatenate([default_np.asarray(firsts, dtype), identity])
+    seconds = default_np.concatenate([default_np.asarray(seconds, dtype), identity])
+    kernel = _compiled_chunk(bool(per_member), platform_of(device))
+    state: Any = None
+    firsts, seconds = jax.device_put((firsts, seconds), device)
+    collected, start = [], 0
+    for count, baths in chunks:
+        if state is None:
+            bonds = tuple(bath[3].shape[1] for bath in baths)
+            padded = default_np.zeros((members,) + bonds + (d2,), dtype)
+            padded[(slice(None),) + (0,) * len(bonds)] = initial
+            state = jax.device_put(padded, device)
+        step_rows = default_np.full(size, len(firsts) - 1, default_np.int32)
+        step_rows[:count] = rows[start : start + count]
+        bath_rows = default_np.full(size, size, default_np.int32)
+        bath_rows[:count] = default_np.arange(count)
+        tables = jax.device_put(
+            tuple(
+                (
+                    default_np.asarray(transform_in, dtype),
+                    default_np.asarray(transform_out, dtype),
+                    default_np.asarray(classes, default_np.int32),
+                    table,
+                    cap_table,
+                    bath_rows,
+                )
+                for transform_in, transform_out, classes, table, cap_table in baths
+            ),
+            device,
+        )
+        state, readouts = kernel(state, firsts, seconds, jax.device_put(step_rows, device), tables)
+        collected.append(readouts[:count] if record_all else readouts[count - 1 : count])
+        start += count
+        on_step(count)
+    if not record_all:
+        collected = collected[-1:]
+    return default_np.concatenate([default_np.asarray(a) for a in jax.device_get(collected)])
