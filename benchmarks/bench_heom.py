@@ -32,7 +32,14 @@ solver and running it). nonmarkov runs: TEMPO (``tempo_compute``) and, with
 ``compute_uniform_dynamics``), over dt, memory cut tcut and epsrel; every set of runs
 at dt, dt/2 (and dt/4) with the same tcut and epsrel is also combined by Richardson
 extrapolation (``nonmarkov.methods.extrapolation.richardson``, order 2, its order check
-on three levels), costing the sum of its runs.
+on three levels; from three levels that pass it also the second, Romberg stage,
+``next_order=4``, labelled ``romberg``), costing the sum of its runs.
+
+Memory cut and epsrel (the default grid, ``rule``): per tolerance tol, the memory cut
+is chosen from the decay of the bath's correlation function: the shortest tcut (a
+multiple of 0.4, so that every dt cuts at the same time) with 2 int_tcut^inf |C(t)| dt
+<= tol / 2 (:func:`memory_cut`; the error that a cut leaves in <sigma_z> was measured
+at about 2 int_tcut^inf |C| on the weak case), and epsrel = tol / 100 and tol / 1000.
 
 Reference: a deep HEOM run with many Pade terms (Drude-Lorentz; per case,
 ``reference``: terms, depth), checked against a shallower one with fewer terms (printed
@@ -52,9 +59,10 @@ are kept too (``wall_s`` in the JSON).
         [--grid quick|medium|full] [--methods tempo uniform] [--reference-cache DIR]
         [--json out.json]
 
-``--quick``: a small grid (for a check that everything runs). The full grid: HEOM
-Nk 1-4 x depth 2-8; nonmarkov dt 0.4, 0.2, 0.1 x epsrel 1e-6, 1e-8 at the case's
-longer memory cut; ``--grid medium``: the same at epsrel 1e-6 only.
+``--quick``: a small grid (for a check that everything runs). The default grid
+(``rule``): HEOM Nk 1-4 x depth 2-8; nonmarkov dt 0.4, 0.2, 0.1 x the (tcut, epsrel)
+pairs of the rule above. ``--grid full``: dt 0.4, 0.2, 0.1 x epsrel 1e-6, 1e-8 at the
+case's longer memory cut (``tcuts``); ``--grid medium``: the same at epsrel 1e-6 only.
 """
 
 from __future__ import annotations
@@ -110,6 +118,12 @@ GRIDS = {
         "epsrels": (1e-6, 1e-8),
         "tcuts": slice(1, 2),
     },
+    "rule": {
+        "terms": (1, 2, 3, 4),
+        "depths": (2, 3, 4, 6, 8),
+        "dts": (0.4, 0.2, 0.1),
+        "epsrel_factors": (1e-2, 1e-3),
+    },
 }
 SUPEROHMIC_TERMS = (2, 3, 4)
 
@@ -152,6 +166,30 @@ def nonmarkov_bath(case: dict):
             temperature=case["T"],
         )
     return nm.Bath(nm.operators.sigma("z"), correlations)
+
+
+def memory_cut(case: dict, tolerance: float, step: float = 0.4) -> float:
+    """The memory cut for an error ``tolerance`` in <sigma_z>: the shortest multiple of
+    ``step`` with 2 int_tcut^inf |C(t)| dt <= tolerance / 2 (C from nonmarkov's bath;
+    the integral by trapezoids on a 0.01 grid to t = 200), at most the end time."""
+    times = np.arange(0.01, 200.0, 0.01)
+    magnitude = np.abs(np.asarray(nonmarkov_bath(case).correlations.correlation(times)))
+    pieces = 0.5 * (magnitude[1:] + magnitude[:-1]) * np.diff(times)
+    tails = np.concatenate([np.cumsum(pieces[::-1])[::-1], [0.0]])  # int_t^200 |C|
+    index = int(np.argmax(2.0 * tails <= tolerance / 2.0))
+    return round(min(END, step * math.ceil(times[index] / step - 1e-9)), 10)
+
+
+def settings(case: dict, grid: dict) -> list[tuple[float, float]]:
+    """The (tcut, epsrel) pairs of nonmarkov's runs in ``grid``."""
+    if "epsrel_factors" not in grid:
+        return list(itertools.product(case["tcuts"][grid["tcuts"]], grid["epsrels"]))
+    pairs = []
+    for tolerance in TOLERANCES:
+        tcut = memory_cut(case, tolerance)
+        for factor in grid["epsrel_factors"]:
+            pairs.append((tcut, float(f"{tolerance * factor:.1e}")))
+    return list(dict.fromkeys(pairs))
 
 
 def closed_form_correlation(case: dict, times: np.ndarray) -> np.ndarray:
@@ -260,8 +298,9 @@ def on_grid(times: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def extrapolations(runs: list[dict]) -> list[dict]:
     """Richardson combinations of runs at dt, dt/2 (, dt/4) with the same method,
-    tcut and epsrel: two levels (unchecked) and three levels (order checked)."""
-    from nonmarkov.methods.extrapolation import richardson
+    tcut and epsrel: two levels (unchecked), three levels (order checked) and, where
+    that check passes, its second (Romberg) stage."""
+    from nonmarkov.methods.extrapolation import NEXT_ORDER, richardson
 
     by_key: dict = {}
     for run in runs:
@@ -274,25 +313,27 @@ def extrapolations(runs: list[dict]) -> list[dict]:
                 if not all(any(abs(d - other) < 1e-12 for other in levels) for d in dts):
                     continue
                 chosen = [levels[min(levels, key=lambda x, d=d: abs(x - d))] for d in dts]
-                result = richardson(
-                    [(run["times"], run["values"]) for run in chosen],
-                    times=GRID,
-                    on_failed_check="finest",
-                )
-                combined.append(
-                    {
-                        "program": "nonmarkov",
-                        "method": f"{method}+richardson{count}",
-                        "dt": dts[-1],
-                        "tcut": tcut,
-                        "epsrel": epsrel,
-                        "seconds": sum(run["seconds"] for run in chosen),
-                        "wall_s": sum(run["wall_s"] for run in chosen),
-                        "sz": np.real(np.asarray(result.values)),
-                        "order_check": result.order_check,
-                        "observed_order": result.observed_order,
-                    }
-                )
+                pairs = [(run["times"], run["values"]) for run in chosen]
+                results = {
+                    f"richardson{count}": richardson(pairs, times=GRID, on_failed_check="finest")
+                }
+                if count == 3 and results["richardson3"].order_check == "passed":
+                    results["romberg"] = richardson(pairs, times=GRID, next_order=NEXT_ORDER)
+                for name, result in results.items():
+                    combined.append(
+                        {
+                            "program": "nonmarkov",
+                            "method": f"{method}+{name}",
+                            "dt": dts[-1],
+                            "tcut": tcut,
+                            "epsrel": epsrel,
+                            "seconds": sum(run["seconds"] for run in chosen),
+                            "wall_s": sum(run["wall_s"] for run in chosen),
+                            "sz": np.real(np.asarray(result.values)),
+                            "order_check": result.order_check,
+                            "observed_order": result.observed_order,
+                        }
+                    )
     return combined
 
 
@@ -344,9 +385,9 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
         heom_runs.append(heom_run(case, terms, depth))
         log(f"  heom {label(heom_runs[-1])}: {heom_runs[-1]['seconds']:.2f} s")
     nm_runs = []
-    for method, tcut, epsrel, dt in itertools.product(
-        methods, case["tcuts"][grid["tcuts"]], grid["epsrels"], grid["dts"]
-    ):
+    pairs = settings(case, grid)
+    log("  nonmarkov (tcut, epsrel): " + ", ".join(f"({t:g}, {e:g})" for t, e in pairs))
+    for method, (tcut, epsrel), dt in itertools.product(methods, pairs, grid["dts"]):
         nm_runs.append(nonmarkov_run(case, method, dt, tcut, epsrel))
         log(f"  nonmarkov {label(nm_runs[-1])}: {nm_runs[-1]['seconds']:.2f} s")
     nm_all = nm_runs + extrapolations(nm_runs)
@@ -360,7 +401,7 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
         ranked = sorted(
             candidates,
             key=lambda run: (
-                "richardson3" not in run["method"],
+                not run["method"].endswith(("richardson3", "romberg")),
                 run["dt"],
                 run["epsrel"],
                 -run["tcut"],
@@ -425,7 +466,10 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--quick", action="store_true", help="a small grid (see above)")
     parser.add_argument(
-        "--grid", default="full", choices=list(GRIDS), help="'medium': the full grid at epsrel 1e-6"
+        "--grid",
+        default="rule",
+        choices=list(GRIDS),
+        help="'rule': tcut and epsrel per tolerance (see above); 'full', 'medium': fixed",
     )
     parser.add_argument("--methods", nargs="+", default=["tempo"], choices=["tempo", "uniform"])
     parser.add_argument("--json", default=None, help="write the records to this JSON file")
