@@ -518,17 +518,6 @@ def test_a_bad_spec_is_refused():
         )
 
 
-def test_calls_of_the_wrong_mode_are_refused(window_kind):
-    system, bath, rho0 = spin_boson()
-    problem = trace_problem(system, bath, rho0, SPIN_BOSON, 3)
-    _, finalize_spec = finalize_problem()
-    with window_kind.active():
-        with pytest.raises(ValueError, match="finalize"):
-            window_kind.make(problem.spec).advance_finalize(2)
-        with pytest.raises(ValueError, match="trace"):
-            window_kind.make(finalize_spec).advance(problem.pairs)
-
-
 def test_the_active_backend_chooses_the_engines():
     _, spec = finalize_problem()
     with backends.use_backend("numpy", "double"):

@@ -106,8 +106,13 @@ def _window(spec: WindowSpec, options: EngineOptions | None, resume: bool) -> Wi
     return engine
 
 
-def window_engine(spec: WindowSpec, options: EngineOptions | None = None) -> WindowEngine:
-    """The window engine for ``spec`` on the active backend, in the mode ``spec.oldest``."""
+def window_engine(
+    spec: WindowSpec, options: EngineOptions | None = None
+) -> TraceWindowEngine | FinalizeWindowEngine:
+    """The window engine for ``spec`` on the active backend, in the mode ``spec.oldest``:
+    typed with the contract of one mode or the other (an algorithm asks
+    :func:`trace_window_engine` or :func:`finalize_window_engine`, and calls only the
+    methods of its mode)."""
     return _window(spec, options, False)
 
 
