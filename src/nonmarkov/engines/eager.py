@@ -139,8 +139,6 @@ class EagerWindowEngine:
         self, propagators: Sequence[tuple[Any, Any]]
     ) -> tuple[default_np.ndarray, list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
-        if self._spec.oldest != "trace":
-            raise ValueError("advance needs a 'trace' window; use advance_finalize")
         readouts, ranks = [], []
         for between, second in propagators:
             self._step(between)
@@ -156,8 +154,6 @@ class EagerWindowEngine:
 
     def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
         """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
-        if self._spec.oldest != "finalize":
-            raise ValueError("advance_finalize needs a 'finalize' window; use advance")
         finalised, ranks = [], []
         for _ in range(num_steps):
             log_before = self._log_scale
