@@ -353,7 +353,7 @@ class ChainEngine(Protocol):
         d^2), on the engine's backend: ``first``, ``second``, ``before`` and ``after``
         each a host array (d^2, d^2) shared by the members or (B, d^2, d^2) one per
         member, the controls possibly None (``capabilities.batch``; algorithms that
-        branch the states: correlations)."""
+        step the states of a batch themselves)."""
 
     def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
         """A branch sweep (``capabilities.batch``; correlations): ``run`` has a member

@@ -5,9 +5,9 @@ Member m is what ``compute_correlations(systems[m], ..., initial_state=
 initial_states[m], control=controls[m])`` gives (to rounding). The sweep is
 that of :mod:`nonmarkov.methods.correlations` (the state without operators
 propagated once, a branch for each time an operator acts, all live branches
-propagated together), with one more axis in front: the members. Every step is
-one batched contraction of all members and branches on the chain engine
-(``step_members``, :mod:`nonmarkov.engines`), with each member's propagators and
+propagated together), with one more axis in front: the members: the chain
+engine's branch sweep (``sweep``, :mod:`nonmarkov.engines`), every step one batched
+contraction of all members and branches, with each member's propagators and
 controls. The operators and times are shared by the members.
 """
 

@@ -36,10 +36,11 @@ STREAM_STEPS = 64
 
 
 class StepsOnHost:
-    """``prepare``, ``step`` and ``step_members`` of the host chain engine with the NumPy
-    kernels on the host, for algorithms that step the state themselves (mean field,
-    correlation sweeps): each step is small, and eager JAX operations would dispatch
-    and compile per shape. Mixed in before the host engine's class."""
+    """``prepare``, ``step``, ``step_members`` and ``sweep`` of the eager chain engine
+    with the NumPy kernels on the host, for algorithms that step the state themselves
+    (mean field) and for what the compiled paths leave on the host: each step is small,
+    and eager JAX operations would dispatch and compile per shape. Mixed in before the
+    eager engine's class."""
 
     decisions: list[tuple[str, str, str]]
 
