@@ -6,6 +6,7 @@ helpers before any long computation starts.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import sys
@@ -91,6 +92,21 @@ _QOBJ_TYPES_OF_KIND: dict[str, tuple[str, ...]] = {
     "state": ("oper", "ket"),
     "superoperator": ("super",),
 }
+
+
+def metadata(value: Any, name: str = "metadata") -> dict:
+    """``value``, None or a JSON-serialisable dict, as a new dict ({} for None); a
+    ``TypeError`` naming ``name`` otherwise. The one check of the metadata that
+    results and process tensors carry into their files (the entries are not copied)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict (JSON-serialisable); got {type(value).__name__}")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be JSON-serialisable: {error}") from error
+    return dict(value)
 
 
 def is_qobj(value: Any) -> bool:

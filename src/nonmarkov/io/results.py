@@ -99,10 +99,7 @@ class Dynamics(BaseDynamics):
     ):
         self.name = "Unnamed Dynamics" if name is None else str(name)
         self.description = "" if description is None else str(description)
-        if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict; got {type(metadata).__name__}")
-        self.metadata: dict = {} if metadata is None else dict(metadata)
-        json.dumps(self.metadata)  # JSON-serialisable, or a TypeError now
+        self.metadata: dict = check.metadata(metadata)
         self._times: list[float] = []
         self._states: list[default_np.ndarray] = []
         times = [] if times is None else _sequence(times, "times", "times t_k")

@@ -39,6 +39,7 @@ Process tensors are written to HDF5 files with ``export`` and read back with
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as default_np
@@ -62,6 +63,25 @@ def trace_weights(classes: Any, dimension: int) -> default_np.ndarray:
     for a in range(dimension):
         weights[classes[a * dimension + a]] += 1.0 / dimension
     return weights
+
+
+def bond_dimensions(shapes: Sequence[tuple[int, ...]]) -> default_np.ndarray:
+    """The bond dimensions (N + 1,), [1, b_0, ..., b_{N-2}, 1], of the step tensors of
+    ``shapes`` ((b, b', m) each, in order); empty for N = 0."""
+    if not shapes:
+        return default_np.zeros(0, dtype=int)
+    return default_np.array([shape[0] for shape in shapes] + [shapes[-1][1]])
+
+
+def describe_steps(process_tensor: BaseProcessTensor) -> str:
+    """``'N steps of dt=..., dimension d, max bond dimension b'``: what the string of a
+    process tensor of steps in memory or in a file says of them."""
+    bonds = process_tensor.get_bond_dimensions()
+    largest = int(bonds.max()) if bonds.size else 0
+    return (
+        f"{len(process_tensor)} steps of dt={process_tensor.dt}, dimension "
+        f"{process_tensor.dimension}, max bond dimension {largest}"
+    )
 
 
 def expand_step_tensor(tensor: Any, classes: Any) -> default_np.ndarray:
@@ -170,9 +190,7 @@ class BaseProcessTensor:
         self._transform_out = self._check_transform(transform_out, "transform_out", d2)
         self.name = "Unnamed ProcessTensor" if name is None else str(name)
         self.description = "" if description is None else str(description)
-        if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict; got {type(metadata).__name__}")
-        self.metadata: dict = {} if metadata is None else dict(metadata)
+        self.metadata: dict = check.metadata(metadata)
         # OQuPy-layout caps: set with set_cap_tensor (step -> (b_{step-1},)), and
         # the traced caps computed from the step tensors (None: not yet)
         self._caps_set: dict[int, default_np.ndarray] = {}
@@ -586,14 +604,7 @@ class SimpleProcessTensor(BaseProcessTensor):
 
     def get_bond_dimensions(self) -> default_np.ndarray:
         """Bond dimensions (N + 1,): [1, b_0, ..., b_{N-2}, 1]."""
-        if not self._tensors:
-            return default_np.zeros(0, dtype=int)
-        return default_np.array([t.shape[0] for t in self._tensors] + [self._tensors[-1].shape[1]])
+        return bond_dimensions([tensor.shape for tensor in self._tensors])
 
     def __str__(self) -> str:
-        bonds = self.get_bond_dimensions()
-        largest = int(bonds.max()) if bonds.size else 0
-        return (
-            f"SimpleProcessTensor {self.name!r}: {len(self)} steps of dt={self.dt}, "
-            f"dimension {self.dimension}, max bond dimension {largest}"
-        )
+        return f"SimpleProcessTensor {self.name!r}: {describe_steps(self)}"

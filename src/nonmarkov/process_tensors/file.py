@@ -27,6 +27,8 @@ from . import hdf5
 from .base import (
     BaseProcessTensor,
     SimpleProcessTensor,
+    bond_dimensions,
+    describe_steps,
     mpo_to_step_tensor,
     trace_weights,
 )
@@ -379,9 +381,7 @@ class FileProcessTensor(BaseProcessTensor):
 
     def get_bond_dimensions(self) -> default_np.ndarray:
         """Bond dimensions (N + 1,): [1, b_0, ..., b_{N-2}, 1]; empty if N = 0."""
-        if not self._shapes:
-            return default_np.zeros(0, dtype=int)
-        return default_np.array([shape[0] for shape in self._shapes] + [self._shapes[-1][1]])
+        return bond_dimensions(self._shapes)
 
     def get_step_tensor(self, step: int) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(T[b, b', c] complex128, classes (d^2,)) of ``step``, read from the file."""
@@ -394,13 +394,9 @@ class FileProcessTensor(BaseProcessTensor):
         return self._open_file().read_step(int(step)), self._classes
 
     def __str__(self) -> str:
-        bonds = self.get_bond_dimensions()
-        largest = int(bonds.max()) if bonds.size else 0
         state = "closed" if self.closed else f"mode {self._mode!r}"
         return (
-            f"FileProcessTensor {self.name!r} ({self._filename!r}, {state}): {len(self)} "
-            f"steps of dt={self.dt}, dimension {self.dimension}, max bond dimension "
-            f"{largest}"
+            f"FileProcessTensor {self.name!r} ({self._filename!r}, {state}): {describe_steps(self)}"
         )
 
 

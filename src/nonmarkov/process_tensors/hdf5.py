@@ -35,12 +35,6 @@ class ProcessTensorFileError(ValueError):
     """A file that cannot be read as a complete nonmarkov process tensor."""
 
 
-def _h5py() -> Any:
-    import h5py
-
-    return h5py
-
-
 def tensor_name(step: int) -> str:
     """Dataset name of step ``step`` inside the group ``tensors``: 8 digits."""
     return f"{step:08d}"
@@ -61,17 +55,9 @@ def check_filename(filename: Any) -> str:
 
 
 def check_metadata(metadata: Any) -> dict:
-    """A JSON round-tripped copy of ``metadata`` ({} for None; TypeError if not JSON)."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, dict):
-        raise TypeError(
-            f"metadata must be a dict (JSON-serialisable); got {type(metadata).__name__}"
-        )
-    try:
-        return json.loads(json.dumps(metadata))
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"metadata must be JSON-serialisable: {error}") from error
+    """``metadata`` as a file stores it: checked (:func:`nonmarkov.validation.metadata`)
+    and round-tripped through JSON ({} for None)."""
+    return json.loads(json.dumps(check.metadata(metadata)))
 
 
 def check_target(filename: Any, overwrite: bool) -> str:
@@ -117,7 +103,8 @@ class Header:
 def _read_step(
     group: Any, filename: str, step: int, expected: tuple[int, ...]
 ) -> default_np.ndarray:
-    h5py = _h5py()
+    import h5py
+
     try:  # the low-level interface: a third of the high-level overhead per step
         dataset = h5py.h5d.open(group.id, tensor_name(int(step)).encode())
         if dataset.shape != expected:
@@ -188,7 +175,8 @@ class Reader:
 
     def __init__(self, filename: str):
         self.filename = filename
-        h5py = _h5py()
+        import h5py
+
         if not os.path.exists(filename):
             raise FileNotFoundError(f"process tensor file {filename!r} does not exist")
         if os.path.isdir(filename):
@@ -324,7 +312,8 @@ class Writer:
         self._handle: Any = None
         self._group: Any = None
         self._stack: contextlib.ExitStack | None = None
-        h5py = _h5py()
+        import h5py
+
         directory = os.path.dirname(os.path.abspath(filename))
         if not os.path.isdir(directory):
             raise FileNotFoundError(
@@ -371,7 +360,8 @@ class Writer:
     def _reopen(self, header: Header, keep: int) -> None:
         """Continue an interrupted write of ``header``: keep its first ``keep`` step
         tensors, drop any later ones (written after the last checkpoint)."""
-        h5py = _h5py()
+        import h5py
+
         try:
             handle = h5py.File(self._temporary, "r+")
         except OSError as error:
