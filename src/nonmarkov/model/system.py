@@ -25,7 +25,6 @@ from .. import validation as check
 from ..cost import affordable_run
 from . import guards
 from .api import BaseAPIClass
-from .operators import commutator, lindblad_dissipator
 
 PropagatorPair = tuple[default_np.ndarray, default_np.ndarray]
 
@@ -155,10 +154,9 @@ class System(BaseSystem):
         return [op.copy() for op in self._lindblad_operators]
 
     def _build_liouvillian(self) -> default_np.ndarray:
-        generator = -1j * commutator(self._hamiltonian)
-        for gamma, op in zip(self._gammas, self._lindblad_operators):
-            generator = generator + gamma * lindblad_dissipator(op)
-        return generator
+        return lindblad_generator(
+            self._hamiltonian, list(zip(self._gammas, self._lindblad_operators))
+        )
 
     def liouvillian(self, t: float | None = None) -> default_np.ndarray:
         """The Liouvillian, (d^2, d^2); ``t`` is ignored."""
@@ -314,13 +312,13 @@ class TimeDependentSystem(BaseSystem):
                     f"hamiltonian({t}) returned shape {hamiltonian.shape}, "
                     f"expected {(self.dimension, self.dimension)}"
                 )
-            generator = -1j * commutator(hamiltonian)
+            terms = []
             for gamma, op in zip(self._gammas, self._lindblad_operators):
                 rate = float(gamma(t))
                 if rate < 0:
                     raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
-                generator = generator + rate * lindblad_dissipator(op(t))
-            return generator
+                terms.append((rate, check.square_matrix(op(t), "lindblad_operator")))
+            return lindblad_generator(hamiltonian, terms)
         return self._scalar_liouvillian(float(t))
 
     def _scalar_liouvillian(self, t: float) -> default_np.ndarray:
@@ -334,11 +332,6 @@ class TimeDependentSystem(BaseSystem):
             self.dimension,
             label,
         )
-
-    def _half_step(
-        self, t0: float, t1: float, subdiv_limit: int | None, epsrel: float
-    ) -> default_np.ndarray:
-        return _half_step(self.liouvillian, t0, t1, subdiv_limit, epsrel)
 
     def get_propagators(
         self,
@@ -358,10 +351,7 @@ class TimeDependentSystem(BaseSystem):
         start_time = check.real_number(start_time, "start_time")
 
         def propagators(step: int) -> PropagatorPair:
-            t0 = start_time + step * dt
-            first = self._half_step(t0, t0 + 0.5 * dt, subdiv_limit, epsrel)
-            second = self._half_step(t0 + 0.5 * dt, t0 + dt, subdiv_limit, epsrel)
-            return first, second
+            return _half_steps(self.liouvillian, start_time + step * dt, dt, subdiv_limit, epsrel)
 
         return propagators
 
@@ -423,6 +413,20 @@ def _kron(a: default_np.ndarray, b: default_np.ndarray) -> default_np.ndarray:
     n, m = a.shape[-1], b.shape[-1]
     product = a[..., :, None, :, None] * b[..., None, :, None, :]
     return product.reshape(product.shape[:-4] + (n * m, n * m))
+
+
+def _half_steps(
+    liouvillian: Callable[[float], Any],
+    t0: float,
+    dt: float,
+    subdiv_limit: int | None,
+    epsrel: float,
+) -> PropagatorPair:
+    """The half-step propagators of the step [t0, t0 + dt] of the generator
+    ``liouvillian(t)``: over [t0, t0 + dt/2] and [t0 + dt/2, t0 + dt]."""
+    first = _half_step(liouvillian, t0, t0 + 0.5 * dt, subdiv_limit, epsrel)
+    second = _half_step(liouvillian, t0 + 0.5 * dt, t0 + dt, subdiv_limit, epsrel)
+    return first, second
 
 
 def _half_step(
@@ -558,9 +562,7 @@ class TimeDependentSystemWithField(BaseSystem):
             def liouvillian(t: float) -> default_np.ndarray:
                 return self.liouvillian(t0, t, field, field_derivative)
 
-            first = _half_step(liouvillian, t0, t0 + 0.5 * dt, subdiv_limit, epsrel)
-            second = _half_step(liouvillian, t0 + 0.5 * dt, t0 + dt, subdiv_limit, epsrel)
-            return first, second
+            return _half_steps(liouvillian, t0, dt, subdiv_limit, epsrel)
 
         return propagators
 

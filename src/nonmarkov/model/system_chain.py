@@ -25,12 +25,11 @@ import numpy as default_np
 from .. import validation as check
 from ..cost import affordable_run
 from .operators import (
-    acommutator,
     commutator,
     cross_acommutator,
     cross_commutator,
     cross_left_right_super,
-    left_right_super,
+    lindblad_dissipator,
 )
 
 
@@ -179,7 +178,7 @@ class SystemChain(_Sites):
         site = self._site(site)
         a = self._operator(lindblad_operator, "lindblad_operator", site)
         gamma = check.non_negative_number(gamma, "gamma")
-        term = left_right_super(a, a.conj().T) - 0.5 * acommutator(a.conj().T @ a)
+        term = lindblad_dissipator(a)
         self._site_liouvillians[site] = self._site_liouvillians[site] + gamma * term
 
     # ------------------------------------------------------------- pair terms
