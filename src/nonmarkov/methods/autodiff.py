@@ -94,15 +94,9 @@ def differentiable_dynamics(
     if not isinstance(system, ParameterizedSystem):
         raise TypeError(f"system must be a ParameterizedSystem; got {type(system).__name__}")
     record_all = check.boolean(record_all, "record_all")
-    pts = as_process_tensor_list(process_tensors)
+    pts = as_process_tensor_list(process_tensors, system.dimension)
     if not pts:
         raise ValueError("differentiable_dynamics needs at least one process tensor")
-    for i, pt in enumerate(pts):
-        if pt.dimension != system.dimension:
-            raise ValueError(
-                f"process tensor {i} has dimension {pt.dimension} but the system has "
-                f"dimension {system.dimension}"
-            )
     dt, num_steps = resolve_grid(pts, dt, num_steps)
     checks.affordable_run(num_steps, system.dimension, num_steps + 1, "differentiable_dynamics")
     d, m = system.dimension, system.number_of_parameters

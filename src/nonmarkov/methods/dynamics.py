@@ -47,10 +47,13 @@ from .metadata import dynamics_metadata, run_statistics
 _DT_TOLERANCE = 1e-10
 
 
-def as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
+def as_process_tensor_list(
+    process_tensor: Any, dimension: int | None = None
+) -> list[BaseProcessTensor]:
     """The non-trivial process tensors of ``process_tensor`` (None, one or a
     sequence), in order; a ``TypeError`` naming the index of an item that is not a
-    process tensor. A :class:`TrivialProcessTensor` is left out."""
+    process tensor. A :class:`TrivialProcessTensor` is left out. ``dimension``: the
+    system's, which each must have (a ``ValueError`` names the one that has not)."""
     if process_tensor is None:
         return []
     items = list(process_tensor) if isinstance(process_tensor, Sequence) else [process_tensor]
@@ -59,7 +62,14 @@ def as_process_tensor_list(process_tensor: Any) -> list[BaseProcessTensor]:
             raise TypeError(
                 f"process_tensor[{i}] must be a process tensor; got {type(item).__name__}"
             )
-    return [item for item in items if not isinstance(item, TrivialProcessTensor)]
+    process_tensors = [item for item in items if not isinstance(item, TrivialProcessTensor)]
+    for i, pt in enumerate(process_tensors):
+        if dimension is not None and pt.dimension != dimension:
+            raise ValueError(
+                f"process tensor {i} has dimension {pt.dimension} but the system "
+                f"has dimension {dimension}"
+            )
+    return process_tensors
 
 
 def resolve_grid(
@@ -162,13 +172,7 @@ def check_dynamics_inputs(
         raise ValueError(
             f"control has dimension {control.dimension}, the system {system.dimension}"
         )
-    process_tensors = as_process_tensor_list(process_tensor)
-    for i, pt in enumerate(process_tensors):
-        if pt.dimension != system.dimension:
-            raise ValueError(
-                f"process tensor {i} has dimension {pt.dimension} but the system "
-                f"has dimension {system.dimension}"
-            )
+    process_tensors = as_process_tensor_list(process_tensor, system.dimension)
     dt, num_steps = resolve_grid(process_tensors, dt, num_steps)
     checks.affordable_run(num_steps, system.dimension, 0, "the run")
     checks.discretisation(dt, "the run", system)

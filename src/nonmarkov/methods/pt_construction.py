@@ -80,29 +80,24 @@ def pt_tempo_compute(
         if not isinstance(overwrite, bool):
             raise TypeError(f"overwrite must be True or False; got {overwrite!r}")
         target = checks.process_tensor_file(process_tensor_file, overwrite)  # before the work
-        if method == "repeated_block":
-            pt = pt_repeated_block_compute(
-                bath,
-                start_time,
-                end_time,
-                parameters,
-                unique=unique,
-                progress_type=progress_type,
-                name=name,
-                description=description,
-                options=options,
-            )
-        else:
-            pt = pt_divide_and_conquer_compute(
-                bath,
-                start_time,
-                end_time,
-                parameters,
-                unique=unique,
-                progress_type=progress_type,
-                name=name,
-                description=description,
-            )
+        # the constructions of a stationary bath: one call (divide and conquer runs on
+        # the host and takes no engine options)
+        construction, engine = (
+            (pt_repeated_block_compute, {"options": options})
+            if method == "repeated_block"
+            else (pt_divide_and_conquer_compute, {})
+        )
+        pt = construction(
+            bath,
+            start_time,
+            end_time,
+            parameters,
+            unique=unique,
+            progress_type=progress_type,
+            name=name,
+            description=description,
+            **engine,
+        )
         if target is None:
             return pt
         pt.export(target, overwrite=overwrite)

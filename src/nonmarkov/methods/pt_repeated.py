@@ -25,7 +25,7 @@ from ..process_tensors.base import BaseProcessTensor
 from ..progress import check_progress_type
 from . import checks
 from .pt_tempo import PtTempo
-from .uniform import UniformPtBuilder
+from .uniform import pt_uniform_compute
 
 
 def pt_repeated_block_compute(
@@ -73,8 +73,7 @@ def pt_repeated_block_compute(
             options=options,
         )
         return sequential.get_process_tensor(progress_type=progress_type)
-    builder = UniformPtBuilder(
-        bath, parameters, unique=unique, name=label, description=description, options=options
+    uniform = pt_uniform_compute(
+        bath, parameters, unique, progress_type, label, description, options=options
     )
-    uniform = builder.compute(progress_type=progress_type)
     return uniform.to_process_tensor(num_steps)

@@ -313,31 +313,19 @@ class PtTempo:
     ) -> SimpleProcessTensor | FileProcessTensor:
         """An empty process tensor (in memory, or a file being written) for the steps;
         with ``saved``, the partial file of an interrupted build."""
-        influence = self._influence
-        to_eigen, from_eigen = influence.liouville_transforms()
-        d, dt = self.bath.dimension, self._parameters.dt
+        to_eigen, from_eigen = self._influence.liouville_transforms()
+        # the same process tensor in memory or in a file
+        header = (self.bath.dimension, self._parameters.dt, to_eigen, from_eigen)
+        described: dict[str, Any] = {"classes": self._influence.classes, "metadata": self.metadata}
         if self._file is None:
-            return SimpleProcessTensor(
-                d,
-                dt,
-                to_eigen,
-                from_eigen,
-                self.name,
-                self.description,
-                classes=influence.classes,
-                metadata=self.metadata,
-            )
+            return SimpleProcessTensor(*header, self.name, self.description, **described)
         return FileProcessTensor(
             "overwrite" if self._overwrite else "write",
             self._file,
-            d,
-            dt,
-            to_eigen,
-            from_eigen,
+            *header,
             self.name,
             self.description,
-            classes=influence.classes,
-            metadata=self.metadata,
+            **described,
             resume_from=None if saved is None else saved.temporary,
             keep=0 if saved is None else saved.count,
         )

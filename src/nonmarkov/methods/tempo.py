@@ -315,22 +315,22 @@ def tempo_compute(
     process tensors).
     """
     check.backend_config(backend_config, "tempo_compute")
+
+    def run(params: TempoParameters) -> list[Dynamics]:
+        tempo = Tempo(
+            system,
+            bath,
+            params,
+            initial_state,
+            start_time,
+            unique=unique,
+            name=name,
+            description=description,
+            options=options,
+        )
+        return [tempo.compute(end_time, progress_type=progress_type)]
+
     if validation.boolean(converge, "converge"):
-
-        def run(params: TempoParameters) -> list[Dynamics]:
-            tempo = Tempo(
-                system,
-                bath,
-                params,
-                initial_state,
-                start_time,
-                unique=unique,
-                name=name,
-                description=description,
-                options=options,
-            )
-            return [tempo.compute(end_time, progress_type=progress_type)]
-
         check.model(system, bath)
         return climb(
             run,
@@ -350,15 +350,4 @@ def tempo_compute(
     if parameters is None:
         kwargs = {} if tolerance is None else {"tolerance": tolerance}
         parameters = guess_tempo_parameters(bath, start_time, end_time, system, **kwargs)
-    tempo = Tempo(
-        system,
-        bath,
-        parameters,
-        initial_state,
-        start_time,
-        unique=unique,
-        name=name,
-        description=description,
-        options=options,
-    )
-    return tempo.compute(end_time, progress_type=progress_type)
+    return run(parameters)[0]
