@@ -39,13 +39,16 @@ Memory cut and epsrel (the default grid, ``rule``): per tolerance tol, the memor
 is chosen from the decay of the bath's correlation function: the shortest tcut (a
 multiple of 0.4, so that every dt cuts at the same time) with 2 int_tcut^inf |C(t)| dt
 <= tol / 2 (:func:`memory_cut`; the error that a cut leaves in <sigma_z> was measured
-at about 2 int_tcut^inf |C| on the weak case), and epsrel = tol / 100 and tol / 1000.
+at about 2 int_tcut^inf |C| on the weak case), and epsrel = tol / 100 and tol / 1000
+(and tol / 10^4 for the finest tol).
 
-Reference: a deep HEOM run with many Pade terms (Drude-Lorentz; per case,
+Reference: a deep HEOM run with many Pade terms (Drude-Lorentz at T = 1; per case,
 ``reference``: terms, depth), checked against a shallower one with fewer terms (printed
-as ``reference check``; ``--reference-cache DIR`` keeps them for reruns); for the
-super-Ohmic case the three-level extrapolation at the finest dt with the tightest
-epsrel and longest tcut, checked against the next one. For each case and each
+as ``reference check``; ``--reference-cache DIR`` keeps them for reruns); at low
+temperature (``lowT``, ``verylowT``: HEOM's Pade terms 2-8, which converge slowly there)
+and for the super-Ohmic case the three-level extrapolation at the finest dt with the
+tightest epsrel and longest tcut, checked against the next one and (low T) against the
+deepest HEOM run of the grid. For each case and each
 tolerance 1e-3, 1e-4, 1e-5 the table gives the cheapest run of each program whose
 error is within it (its parameters and seconds), and the ratio nonmarkov/HEOM.
 
@@ -87,12 +90,22 @@ GRID = np.round(np.arange(0.0, END + 1e-9, 0.4), 10)
 TOLERANCES = (1e-3, 1e-4, 1e-5)
 ODE = {"atol": 1e-9, "rtol": 1e-9, "nsteps": 1_000_000, "progress_bar": False}
 
+#: HEOM's Pade terms at low temperature (the grid's 1-4 do not converge there)
+LOW_T = (2, 4, 6, 8)
+#: "reference": HEOM (terms, depth, second terms, second depth), or None: nonmarkov's most
+#: accurate extrapolation, checked against the next one and against the deepest HEOM run
 CASES = {
     "weak": {"lam": 0.05, "T": 1.0, "tcuts": (4.0, 12.0), "reference": (6, 8, 5, 8)},
     "intermediate": {"lam": 0.25, "T": 1.0, "tcuts": (4.0, 12.0), "reference": (4, 10, 3, 8)},
-    "lowT": {"lam": 0.25, "T": 0.1, "tcuts": (6.0, 12.0), "reference": (4, 10, 3, 8)},
+    "lowT": {"lam": 0.25, "T": 0.1, "tcuts": (6.0, 12.0), "reference": None, "heom_terms": LOW_T},
     "strong": {"lam": 1.0, "T": 1.0, "tcuts": (4.0, 8.0), "reference": (4, 12, 3, 10)},
-    "verylowT": {"lam": 0.25, "T": 0.05, "tcuts": (8.0, 16.0), "reference": (4, 10, 3, 8)},
+    "verylowT": {
+        "lam": 0.25,
+        "T": 0.05,
+        "tcuts": (8.0, 16.0),
+        "reference": None,
+        "heom_terms": LOW_T,
+    },
     "superohmic": {"alpha": 0.05, "wc": 1.0, "T": 0.5, "tcuts": (4.0, 10.0)},
 }
 #: HEOM terms and depths, nonmarkov dts, epsrels and which of the case's tcuts
@@ -123,6 +136,7 @@ GRIDS = {
         "depths": (2, 3, 4, 6, 8),
         "dts": (0.4, 0.2, 0.1),
         "epsrel_factors": (1e-2, 1e-3),
+        "finest_factor": 1e-4,
     },
 }
 SUPEROHMIC_TERMS = (2, 3, 4)
@@ -187,7 +201,10 @@ def settings(case: dict, grid: dict) -> list[tuple[float, float]]:
     pairs = []
     for tolerance in TOLERANCES:
         tcut = memory_cut(case, tolerance)
-        for factor in grid["epsrel_factors"]:
+        factors = list(grid["epsrel_factors"])
+        if tolerance == min(TOLERANCES) and "finest_factor" in grid:
+            factors.append(grid["finest_factor"])
+        for factor in factors:
             pairs.append((tcut, float(f"{tolerance * factor:.1e}")))
     return list(dict.fromkeys(pairs))
 
@@ -217,7 +234,8 @@ def check_conventions(case: dict) -> dict:
         exact = closed_form_correlation(case, times)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pade = environment.approximate("pade", Nk=case["reference"][0])
+            terms = case["reference"][0] if case["reference"] else max(case["heom_terms"])
+            pade = environment.approximate("pade", Nk=terms)
         pade = pade[0] if isinstance(pade, tuple) else pade
         expansion = np.asarray(pade.correlation_function(times))
         result["nonmarkov_vs_closed_form"] = float(np.max(np.abs(ours - exact))) / scale
@@ -380,7 +398,7 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
     if deviation > (1e-6 if "lam" in case else 1e-4):
         raise ValueError(f"{name}: the two programs' C(t) differ ({deviation:.1e})")
     heom_runs = []
-    terms_list = grid["terms"] if "lam" in case else SUPEROHMIC_TERMS
+    terms_list = case.get("heom_terms", grid["terms"]) if "lam" in case else SUPEROHMIC_TERMS
     for terms, depth in itertools.product(terms_list, grid["depths"]):
         heom_runs.append(heom_run(case, terms, depth))
         log(f"  heom {label(heom_runs[-1])}: {heom_runs[-1]['seconds']:.2f} s")
@@ -391,7 +409,7 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
         nm_runs.append(nonmarkov_run(case, method, dt, tcut, epsrel))
         log(f"  nonmarkov {label(nm_runs[-1])}: {nm_runs[-1]['seconds']:.2f} s")
     nm_all = nm_runs + extrapolations(nm_runs)
-    if "lam" in case:
+    if case.get("reference"):
         terms, depth, second_terms, second_depth = case["reference"]
         reference = cached(cache, name, heom_run, case, terms, depth)
         second = cached(cache, name, heom_run, case, second_terms, second_depth)
@@ -418,6 +436,12 @@ def run_case(name: str, grid: dict, methods: list[str], log, cache: str | None =
         f"  reference {label(reference)} ({reference['seconds']:.1f} s); check against "
         f"{label(second)}: {check:.1e}"
     )
+    if reference["program"] == "nonmarkov" and heom_runs:  # against the other program
+        deepest = max(heom_runs, key=lambda run: (run["terms"], run["depth"]))
+        log(
+            f"  the deepest HEOM run, {label(deepest)}, against that reference: "
+            f"{float(np.max(np.abs(deepest['sz'] - reference['sz']))):.1e}"
+        )
     for run in heom_runs + nm_all:
         run["error"] = float(np.max(np.abs(run["sz"] - reference["sz"])))
     rows = []
