@@ -68,11 +68,7 @@ def pt_tempo_compute(
     checks.backend_config(backend_config, "pt_tempo_compute")
     method = validation.choice(method, PT_METHODS, "method")
     if parameters is None:
-        parameters = (
-            guess_tempo_parameters(bath, start_time, end_time)
-            if tolerance is None
-            else guess_tempo_parameters(bath, start_time, end_time, tolerance=tolerance)
-        )
+        parameters = guess_tempo_parameters(bath, start_time, end_time, tolerance=tolerance)
     if method != "sequential":
         if resume is not False:
             raise ValueError("resume applies to the sequential construction only")

@@ -219,10 +219,9 @@ def resolve_parameters(run: RunSpec, system: System, baths: list[Bath]) -> Tempo
     its system (:func:`~nonmarkov.guess_tempo_parameters`)."""
     if run.tempo_parameters is not None:
         return run.tempo_parameters
-    kwargs = {} if run.tolerance is None else {"tolerance": run.tolerance}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*guess.*", category=UserWarning)
-        parameters = guess_tempo_parameters(baths[0], run.start, run.end, system, **kwargs)
+        parameters = guess_tempo_parameters(baths[0], run.start, run.end, system, run.tolerance)
     logger.warning(
         "guessed parameters dt=%g, dkmax=%s, epsrel=%g: a starting point; check "
         "convergence by tightening them",

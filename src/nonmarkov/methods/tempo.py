@@ -348,6 +348,5 @@ def tempo_compute(
     if max_cost is not None or max_seconds is not None:
         raise ValueError("max_cost and max_seconds limit the ladder of converge=True only")
     if parameters is None:
-        kwargs = {} if tolerance is None else {"tolerance": tolerance}
-        parameters = guess_tempo_parameters(bath, start_time, end_time, system, **kwargs)
+        parameters = guess_tempo_parameters(bath, start_time, end_time, system, tolerance)
     return run(parameters)[0]

@@ -400,13 +400,15 @@ def guess_tempo_parameters(
     start_time: float,
     end_time: float,
     system: BaseSystem | None = None,
-    tolerance: float = config.DEFAULT_TOLERANCE,
+    tolerance: float | None = config.DEFAULT_TOLERANCE,
     max_samples: int | float = DEFAULT_MAX_SAMPLES,
 ) -> TempoParameters:
     """Guess ``TempoParameters`` whose run is within ``tolerance`` of the exact dynamics.
 
     ``tolerance`` is an absolute bound on max |rho(t) - rho_exact(t)| over the
-    interval and the matrix elements. It is shared out: a third each to the
+    interval and the matrix elements (None: the default,
+    ``config.DEFAULT_TOLERANCE``, for callers that pass a tolerance on). It is
+    shared out: a third each to the
     memory cut and the SVD truncations, the rest to the time step.
 
     - time step: the smallest of a hundredth of the interval, half the time
@@ -444,7 +446,7 @@ def guess_tempo_parameters(
     parameters. Works at zero coupling (then the memory cut is one step).
     """
     start_time, end_time = check_bath_interval(bath, start_time, end_time)
-    tolerance = check_tolerance(tolerance)
+    tolerance = check_tolerance(config.DEFAULT_TOLERANCE if tolerance is None else tolerance)
     max_samples = _sample_count(max_samples)
     if system is not None:
         if not isinstance(system, BaseSystem):
