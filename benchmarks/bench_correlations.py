@@ -18,7 +18,9 @@ the first call, with any compilation; warm: the second):
   ``time_order='full'`` (up to ``--steps`` + 1 live branches);
 - ``batch``: ``compute_correlations_batch`` of ``--members`` detuned systems,
   t_a in {0, 2, 4}, every t_b;
-- ``file``: ``two_time`` on the process tensor read from its file.
+- ``file``: ``two_time`` on the process tensor read from its file;
+- ``dynamics_file``: ``compute_dynamics`` on the process tensor read from its file
+  (on JAX streamed to the compiled scan a chunk of steps at a time, where it pays).
 
 Configurations: ``numpy``; ``jax`` (the planner's choice, ``compiled='auto'``);
 ``jax-on`` (``compiled='on'``: every sweep compiled, the cost of the compiled branch
@@ -42,7 +44,7 @@ CONFIGS = {
     "jax": {"NONMARKOV_BACKEND": "jax"},
     "jax-on": {"NONMARKOV_BACKEND": "jax", "BENCH_COMPILED": "on"},
 }
-CASES = ("four_time", "two_time", "full_grid", "batch", "file")
+CASES = ("four_time", "two_time", "full_grid", "batch", "file", "dynamics_file")
 
 
 def model():
@@ -126,6 +128,9 @@ def child(path: str, steps: int, members: int) -> dict:
         "full_grid": full_grid,
         "batch": batch,
         "file": lambda: two_time(on_file),
+        "dynamics_file": lambda: (
+            nm.compute_dynamics(system, rho0, process_tensor=on_file, progress_type="silent").states
+        ),
     }
     record = {"import_s": imported, "cases": {}}
     import numpy
@@ -153,14 +158,17 @@ def numpy_diag():
 
 
 def decisions() -> list:
-    """The chain engine's sweep decisions of this process (JAX only)."""
+    """The compiled kernels of this process's chain engines (JAX only): the branch-sweep
+    kernels by shape (branches in, out, read-outs, propagate) and the scans by entry."""
     import nonmarkov as nm
 
     if nm.backends.get_backend() != "jax":
         return []
-    from nonmarkov.engines.jax import chain
+    from nonmarkov.engines.jax import branches, chain
 
-    return sorted({str(key[:4]) for key in chain.SWEPT})
+    return sorted({f"sweep {key[:4]}" for key in branches.SWEPT}) + sorted(
+        {f"scan {key[0]}" for key in chain.SCANNED}
+    )
 
 
 def main() -> None:
@@ -225,10 +233,10 @@ def main() -> None:
     for config in args.configs:
         print(f"{config}: import {results[config]['import_s']:.2f} s")
         if results[config]["decisions"]:
-            print(
-                f"  compiled branch kernels (P in, P out, reads, propagate): "
-                f"{len(results[config]['decisions'])}"
-            )
+            kernels = results[config]["decisions"]
+            sweeps = sum(kernel.startswith("sweep") for kernel in kernels)
+            scans = sorted({kernel for kernel in kernels if kernel.startswith("scan")})
+            print(f"  compiled: {sweeps} branch-sweep kernels; scans: {', '.join(scans)}")
     if reference:
         import numpy
 

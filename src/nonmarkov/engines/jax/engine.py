@@ -35,6 +35,25 @@ from .stream import chunk_table, run_stream
 STREAM_STEPS = 64
 
 
+def _placement(choice: str, work: float) -> placement.Placement | None:
+    """:func:`~.placement.place`, or None where the size rule alone puts ``work`` on the
+    host CPU (the ``'auto'`` device option, work below :data:`~.planner.ACCELERATOR_WORK`):
+    then no JAX backend is asked, and a run the planner keeps on the host costs no JAX
+    start-up."""
+    if choice == "auto" and work < planner.ACCELERATOR_WORK:
+        return None
+    return placement.place(choice, work)
+
+
+def _device(placed: placement.Placement | None, choice: str, work: float) -> Any:
+    """The JAX device of a compiled run: ``placed``'s, else :func:`~.placement.place`'s."""
+    return (placed or placement.place(choice, work)).device
+
+
+def _on_accelerator(placed: placement.Placement | None) -> bool:
+    return placed is not None and placed.where == placement.ACCELERATOR
+
+
 class StepsOnHost:
     """``prepare``, ``step``, ``step_members`` and ``sweep`` of the eager chain engine
     with the NumPy kernels on the host, for algorithms that step the state themselves
@@ -110,17 +129,17 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
             bonds = [tuple(int(b) for b in pt.get_bond_dimensions()) for pt in pts]
             members, d2 = default_np.shape(default_np.atleast_2d(run.initial))
             work = placement.chain_work(members, [max(b, default=1) for b in bonds], d2)
-            placed = placement.place(self._options.device, work)
+            placed = _placement(self._options.device, work)
             key: tuple[Any, ...] = (entry, run.num_steps, run.record_all, members, d2)
-            key += (propagator_rows, str(placed.device), tuple(bonds))
+            key += (propagator_rows, str(placed and placed.device), tuple(bonds))
             pays, reason = planner.scan_pays(steps, work, key in SCANNED, self._options)
-            if pays or placed.where == placement.ACCELERATOR:
+            if pays or _on_accelerator(placed):
                 itemsize = default_np.dtype(np.dtype_complex).itemsize
                 extra = 2 * propagator_rows * members * d2 * d2 * itemsize  # at most
                 baths = scan_tables(pts, run.num_steps, np.dtype_complex, extra)
                 if baths is not None:
                     self.decisions.append((entry, planner.COMPILED, reason))
-                    return baths, placed.device, key
+                    return baths, _device(placed, self._options.device, work), key
                 reason = f"tables above {SCAN_BYTES / 2**30:.0f} GiB"
         self.decisions.append((entry, planner.HOST, reason))
         return None
@@ -164,7 +183,7 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         bonds = [max((int(b) for b in pt.get_bond_dimensions()), default=1) for pt in pts]
         members, d2 = default_np.shape(default_np.atleast_2d(run.initial))
         work = placement.chain_work(members, bonds, d2)
-        placed = placement.place(self._options.device, work)
+        placed = _placement(self._options.device, work)
         dtype = np.dtype_complex
         step_bytes = (
             sum(bond * bond * pt.get_step_tensor(0)[0].shape[2] for bond, pt in zip(bonds, pts))
@@ -172,9 +191,9 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         )
         size = max(1, min(STREAM_STEPS, run.num_steps, SCAN_BYTES // (2 * step_bytes)))
         key: tuple[Any, ...] = ("stream", size, distinct, run.record_all, members, d2)
-        key += (str(placed.device), tuple(bonds))
+        key += (str(placed and placed.device), tuple(bonds))
         pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
-        if not (pays or placed.where == placement.ACCELERATOR):
+        if not (pays or _on_accelerator(placed)):
             self.decisions.append(("run", planner.HOST, f"{reason}; files stream on the host"))
             return None
         self.decisions.append(("run", planner.COMPILED, f"{reason}; files in chunks of {size}"))
@@ -208,7 +227,7 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
             run.record_all,
             run.on_step,
             dtype,
-            placed.device,
+            _device(placed, self._options.device, work),
         )
         SCANNED.add(key)
         return readouts[:, 0] if default_np.ndim(run.initial) == 1 else readouts
@@ -228,14 +247,14 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
             shapes = sweep_shapes(steps)
             branches = sum(shape[0] for shape in shapes) / len(shapes)
             work = placement.chain_work(max(1, round(members * branches)), bonds, d2)
-            placed = placement.place(self._options.device, work)
-            common = (members, d2, str(placed.device), tuple(bonds))
+            placed = _placement(self._options.device, work)
+            common = (members, d2, str(placed and placed.device), tuple(bonds))
             kernels = {shape + common for shape in shapes}
             new = len(kernels - SWEPT)
             share = max(1, run.num_steps // max(1, new))
             pays, reason = planner.scan_pays(share, work, new == 0, self._options)
             reason += f" ({new} of {len(kernels)} branch kernels to compile)"
-            if pays or placed.where == placement.ACCELERATOR:
+            if pays or _on_accelerator(placed):
                 baths = scan_tables(pts, run.num_steps, np.dtype_complex)
                 if baths is not None:
                     self.decisions.append(("sweep", planner.COMPILED, reason))
@@ -249,7 +268,7 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
                         baths,
                         steps,
                         run.on_step,
-                        placed.device,
+                        _device(placed, self._options.device, work),
                     )
                     SWEPT.update(kernels)
                     return values
