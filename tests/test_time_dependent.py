@@ -296,3 +296,20 @@ def test_correlations_of_commuting_drive_are_exact():
         ]
     )
     np.testing.assert_allclose(values, exact, rtol=0, atol=1e-9)
+
+
+def test_the_liouvillian_at_an_array_of_times_is_one_per_time():
+    """L(t) of a TimeDependentSystem at an array of times: the generator at each time,
+    stacked in the array's shape; for H(t) = cos(t) sx, a time-dependent rate of sigma-,
+    the generator at t is that of the System frozen at t."""
+    system = nm.TimeDependentSystem(
+        lambda t: math.cos(t) * SX + 0.3 * SZ,
+        gammas=[lambda t: 0.1 + 0.05 * t],
+        lindblad_operators=[lambda t: SIGMA_MINUS],
+    )
+    times = np.array([[0.1, 0.5, 1.2]])
+    generators = system.liouvillian(times)
+    assert generators.shape == (1, 3, 4, 4)
+    for time, generator in zip(times[0], generators[0]):
+        frozen = nm.System(math.cos(time) * SX + 0.3 * SZ, [0.1 + 0.05 * time], [SIGMA_MINUS])
+        np.testing.assert_allclose(generator, frozen.liouvillian(), atol=1e-14, rtol=0)

@@ -301,25 +301,17 @@ class TimeDependentSystem(BaseSystem):
         """
         return list(self._lindblad_operators)
 
-    def liouvillian(self, t: float | None = None) -> default_np.ndarray:
-        """The Liouvillian at time ``t``, (d^2, d^2)."""
+    def liouvillian(self, t: Any = None) -> default_np.ndarray:
+        """The Liouvillian at time ``t``, (d^2, d^2); at an array of times, one per
+        time, shape t.shape + (d^2, d^2)."""
         if t is None:
             raise TypeError("TimeDependentSystem.liouvillian needs a time t")
-        if default_np.ndim(t) != 0:
-            hamiltonian = self.hamiltonian(t)
-            if hamiltonian.shape != (self.dimension, self.dimension):
-                raise ValueError(
-                    f"hamiltonian({t}) returned shape {hamiltonian.shape}, "
-                    f"expected {(self.dimension, self.dimension)}"
-                )
-            terms = []
-            for gamma, op in zip(self._gammas, self._lindblad_operators):
-                rate = float(gamma(t))
-                if rate < 0:
-                    raise ValueError(f"a Lindblad rate is negative at t={t}: {rate}")
-                terms.append((rate, check.square_matrix(op(t), "lindblad_operator")))
-            return lindblad_generator(hamiltonian, terms)
-        return self._scalar_liouvillian(float(t))
+        times = default_np.asarray(t, dtype=float)
+        if times.ndim == 0:
+            return self._scalar_liouvillian(float(times))
+        size = self.dimension**2
+        generators = [self._scalar_liouvillian(float(time)) for time in times.reshape(-1)]
+        return default_np.asarray(generators).reshape(times.shape + (size, size))
 
     def _scalar_liouvillian(self, t: float) -> default_np.ndarray:
         """L(t) for one float t, calling the user's functions directly."""
