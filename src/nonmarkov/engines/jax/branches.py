@@ -27,16 +27,16 @@ def branch_bucket(count: int) -> int:
 def sweep_shapes(steps: Sequence[BranchStep]) -> list[tuple[int, int, int, bool]]:
     """Per grid time of a branch sweep, its kernel's shape: the padded branches before
     and after the time's branching, the padded read-outs, and whether a propagation
-    follows."""
+    follows. The padded sizes only grow during a sweep (a power of two at least the
+    largest count so far), so that a sweep compiles a kernel per growth, not one per
+    rise and fall of its branches."""
     shapes = []
-    before = 1
+    before = reads = 1
     for k, branching in enumerate(steps):
-        after = len(branching.keep) + sum(len(sources) for _, sources in branching.children)
-        reads = sum(len(sources) for sources, _ in branching.readouts)
-        propagate = k < len(steps) - 1
-        shapes.append(
-            (branch_bucket(before), branch_bucket(after), branch_bucket(reads), propagate)
-        )
+        count = len(branching.keep) + sum(len(sources) for _, sources in branching.children)
+        after = max(before, branch_bucket(count))
+        reads = max(reads, branch_bucket(sum(len(s) for s, _ in branching.readouts)))
+        shapes.append((before, after, reads, k < len(steps) - 1))
         before = after
     return shapes
 
