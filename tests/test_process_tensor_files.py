@@ -37,6 +37,9 @@ def small_parameters():
     return nm.TempoParameters(**PARAMETERS, name="file tests")
 
 
+SILENT_RUN = {"progress_type": "silent"}
+
+
 def silent(dynamics_function, *args, **kwargs):
     return dynamics_function(*args, progress_type="silent", **kwargs)
 
@@ -200,6 +203,48 @@ def test_a_file_pt_streams_to_the_compiled_scan_in_chunks(model, pt_file, monkey
     assert chunks == [5]
     np.testing.assert_allclose(streamed.times, expected.times, rtol=0, atol=1e-12)
     np.testing.assert_allclose(streamed.states, expected.states, rtol=0, atol=1e-10)
+
+
+@pytest.mark.skip_backend("numpy", reason="the compiled branch sweep is the JAX engine's")
+def test_correlations_stream_a_file_pt_into_the_compiled_sweep(model, pt_file, monkeypatch):
+    """On JAX with compiled='on', the branch sweep of a file PT (beside one in memory)
+    gets each grid time's step tensor and cap from the file; the same as NumPy's."""
+    from nonmarkov import backends
+    from nonmarkov.engines.jax import branches
+    from nonmarkov.engines.jax import engine as jax_engine
+
+    kinds = []
+    original = jax_engine.run_sweep
+    monkeypatch.setattr(
+        jax_engine, "run_sweep", lambda *args: kinds.append(type(args[5])) or original(*args)
+    )
+    system, _, rho0 = model
+    sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
+    memory_pt = nm.import_process_tensor(pt_file, "simple")
+
+    def correlations(pts):
+        two = nm.compute_correlations(
+            system, pts, sz, sx, slice(0, 6), slice(2, 12), "full", rho0, **SILENT_RUN
+        )[1]
+        three = nm.compute_correlations_nt(
+            system,
+            pts,
+            [sx, sz, sx],
+            [slice(0, 4), 4, slice(4, 12)],
+            ["left", "right", "left"],
+            rho0,
+            **SILENT_RUN,
+        )[1]
+        return two, three
+
+    with backends.use_backend("numpy", "double"):
+        expected = correlations([nm.import_process_tensor(pt_file), memory_pt])
+    with nm.options.use_options(compiled="on"):
+        streamed = correlations([nm.import_process_tensor(pt_file), memory_pt])
+    assert kinds == [branches.StreamedTables] * 2
+    for value, reference in zip(streamed, expected):
+        np.testing.assert_array_equal(np.isnan(value), np.isnan(reference))
+        np.testing.assert_allclose(value, reference, rtol=0, atol=1e-10)
 
 
 def test_correlations_from_a_file_pt_equal_the_in_memory_ones(model, memory_pt, pt_file):
@@ -548,8 +593,11 @@ WRITER = textwrap.dedent("""
     sz = np.diag([0.5, -0.5])
     bath = nm.Bath(sz, nm.PowerLawSD(0.2, 1.0, 4.0))
     parameters = nm.TempoParameters(dt=0.1, epsrel=1e-6, dkmax=3)
+    # no checkpoints: every step tensor goes to the file as it is made (with
+    # checkpoints they wait in memory until the next one, see test_resume.py)
     pt_tempo = nm.PtTempo(bath, 0.0, 0.1 * 200000, parameters,
-                          process_tensor_file=sys.argv[1], overwrite=True)
+                          process_tensor_file=sys.argv[1], overwrite=True,
+                          checkpoint_interval=None)
     pt_tempo.compute(progress_type="silent")
 """)
 

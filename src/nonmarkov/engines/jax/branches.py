@@ -98,13 +98,105 @@ def _padded(parts: Sequence[Any], size: int, tail: tuple[int, ...], dtype: Any) 
     return padded
 
 
+class MemoryTables:
+    """The step tensors of a branch sweep from process tensors in memory: the tables
+    of :func:`~.chain.stack_padded` on the device once, each grid time a row of them.
+
+    ``baths`` as from :func:`~.chain.stack_padded` (caps of every propagated step);
+    each cap table gets a last row of ones, the caps at t_0 (bonds 1)."""
+
+    def __init__(self, baths: Sequence[tuple[Any, ...]], device: Any):
+        import jax
+
+        self.dtype = baths[0][3].dtype
+        self.bonds = tuple(bath[3].shape[1] for bath in baths)
+        ones = [default_np.ones((1, bath[4].shape[1]), self.dtype) for bath in baths]
+        on_host = tuple(
+            bath[:4] + (default_np.concatenate([bath[4], one]),) + bath[5:]
+            for bath, one in zip(host_baths(baths, self.dtype), ones)
+        )
+        self._rows = [bath[5] for bath in on_host]
+        self._ones = [bath[4].shape[0] - 1 for bath in on_host]
+        self._tables = jax.device_put(on_host, device)
+
+    def at(self, k: int) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+        """(tables, each bath's row of step k, each bath's cap row at t_k)."""
+        step = min(k, len(self._rows[0]) - 1)  # (the last time propagates nothing)
+        return (
+            self._tables,
+            tuple(default_np.int32(rows[step]) for rows in self._rows),
+            tuple(
+                default_np.int32(rows[k - 1] if k else one)
+                for rows, one in zip(self._rows, self._ones)
+            ),
+        )
+
+
+class StreamedTables:
+    """The step tensors of a branch sweep read on the host (process tensors in files),
+    one grid time at a time: per bath a table of that step's tensor and the cap before
+    it (else ones, at t_0), padded to the bath's largest bond and copied to the device.
+
+    ``prepared``: the eager engine's prepared process tensors (caps of every step,
+    host arrays); ``bonds`` and ``classes``: each one's largest bond and number of
+    classes; ``num_steps``: the steps propagated."""
+
+    def __init__(
+        self,
+        prepared: Sequence[Any],
+        bonds: Sequence[int],
+        classes: Sequence[int],
+        num_steps: int,
+        dtype: Any,
+        device: Any,
+    ):
+        self.dtype = dtype
+        self.bonds = tuple(int(bond) for bond in bonds)
+        self._classes = [int(count) for count in classes]
+        self._prepared = prepared
+        self._num_steps = num_steps
+        self._device = device
+
+    def at(self, k: int) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+        """(tables, each bath's row of step k, each bath's cap row at t_k)."""
+        import jax
+
+        from ...backends.numerical_backend import numpy_in_this_thread
+
+        baths = []
+        with numpy_in_this_thread():
+            for on_host, bond, count in zip(self._prepared, self.bonds, self._classes):
+                table = default_np.zeros((1, bond, bond, count), self.dtype)
+                caps = default_np.zeros((2, bond), self.dtype)
+                caps[1] = 1.0
+                if k < self._num_steps:
+                    tensor = on_host.tensor(k)
+                    table[0, : tensor.shape[0], : tensor.shape[1]] = tensor
+                if k:
+                    cap = on_host.cap(k - 1)
+                    caps[0, : cap.shape[0]] = cap
+                baths.append(
+                    (
+                        default_np.asarray(on_host.transform_in, self.dtype),
+                        default_np.asarray(on_host.transform_out, self.dtype),
+                        default_np.asarray(on_host.classes, default_np.int32),
+                        table,
+                        caps,
+                        default_np.zeros(1, default_np.int32),
+                    )
+                )
+        rows = tuple(default_np.int32(0) for _ in baths)
+        cap_rows = tuple(default_np.int32(0 if k else 1) for _ in baths)
+        return jax.device_put(tuple(baths), self._device), rows, cap_rows
+
+
 def run_sweep(
     initial: Any,
     firsts: Any,
     seconds: Any,
     rows: Any,
     per_member: bool,
-    baths: Sequence[tuple[Any, ...]],
+    tables: MemoryTables | StreamedTables,
     steps: Sequence[BranchStep],
     on_step: Callable[[int], None],
     device: Any = None,
@@ -115,25 +207,17 @@ def run_sweep(
     per shape of :func:`sweep_shapes`); the values read back once, at the end.
 
     ``initial`` (B, d^2); ``firsts``/``seconds``/``rows``/``per_member`` as from
-    :func:`propagator_table`; ``baths`` as from :func:`stack_padded` (caps of every
-    propagated step). Returns the values per grid time per read-out group, (B, n).
+    :func:`~.chain.propagator_table`; ``tables``: the step tensors and caps, in memory
+    or streamed. Returns the values per grid time per read-out group, (B, n).
     """
     import jax
 
     initial = default_np.asarray(initial)
-    dtype = baths[0][3].dtype
+    dtype = tables.dtype
     members, d2 = initial.shape
-    bonds = tuple(bath[3].shape[1] for bath in baths)
+    bonds = tables.bonds
     padded = default_np.zeros((members,) + bonds + (1, d2), dtype)
     padded[(slice(None),) + (0,) * len(bonds)] = initial[:, None, :]
-    # every bath's cap table gets a last row of ones: the caps at t_0 (bonds 1)
-    on_host = host_baths(baths, dtype)
-    on_host = tuple(
-        bath[:4]
-        + (default_np.concatenate([bath[4], default_np.ones((1, bath[4].shape[1]), dtype)]),)
-        + bath[5:]
-        for bath in on_host
-    )
     distinct: dict[bytes, int] = {default_np.eye(d2, dtype=dtype).tobytes(): 0}
     stack = [default_np.eye(d2, dtype=dtype)]
     for branching in steps:
@@ -143,18 +227,11 @@ def run_sweep(
                 stack.append(matrix)
     maps = default_np.zeros((branch_bucket(len(stack)), d2, d2), dtype)
     maps[: len(stack)] = stack
-    state, firsts, seconds, maps, tables = jax.device_put(
-        (
-            padded,
-            default_np.asarray(firsts, dtype),
-            default_np.asarray(seconds, dtype),
-            maps,
-            on_host,
-        ),
+    state, firsts, seconds, maps = jax.device_put(
+        (padded, default_np.asarray(firsts, dtype), default_np.asarray(seconds, dtype), maps),
         device,
     )
     platform = platform_of(device)
-    last_row = [bath[4].shape[0] - 1 for bath in on_host]
     collected = []
     for k, (branching, shape) in enumerate(zip(steps, sweep_shapes(steps))):
         _, width, reads, propagate = shape
@@ -179,20 +256,18 @@ def run_sweep(
             ),
         )
         step = min(k, len(rows) - 1)  # (the last time propagates nothing)
+        baths, bath_rows, cap_rows = tables.at(k)
         state, values = _compiled_branch_step(propagate, per_member, platform)(
             state,
             firsts,
             seconds,
             default_np.int32(rows[step]),
-            tuple(default_np.int32(bath[5][step]) for bath in on_host),
-            tuple(
-                default_np.int32(bath[5][k - 1] if k else last)
-                for bath, last in zip(on_host, last_row)
-            ),
+            bath_rows,
+            cap_rows,
             slots,
             read_in,
             maps,
-            tables,
+            baths,
         )
         collected.append(values)
         if propagate:

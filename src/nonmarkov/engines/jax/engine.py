@@ -17,7 +17,7 @@ from ...process_tensors.base import BaseProcessTensor
 from ..base import DEVICES, BranchStep, ChainCapabilities, ChainRun, PreparedProcessTensor
 from ..eager import EagerChainEngine, in_memory
 from . import placement, planner
-from .branches import SWEPT, run_sweep, sweep_shapes
+from .branches import SWEPT, MemoryTables, StreamedTables, run_sweep, sweep_shapes
 from .chain import (
     SCANNED,
     adjoint_chain,
@@ -174,6 +174,27 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         run.on_step(run.num_steps)
         return readouts[:, 0] if default_np.ndim(run.initial) == 1 else readouts
 
+    def _sweep_tables(
+        self,
+        pts: list[BaseProcessTensor],
+        num_steps: int,
+        bonds: list[int],
+        streamed: bool,
+        device: Any,
+    ) -> MemoryTables | StreamedTables | None:
+        """The step tensors of a compiled branch sweep: in memory, the padded tables on the
+        device (None if above :data:`~.planner.SCAN_BYTES`); with a process tensor read
+        from a file, every process tensor a grid time at a time, the caps from the host's
+        backward pass."""
+        dtype = np.dtype_complex
+        if not streamed:
+            baths = scan_tables(pts, num_steps, dtype)
+            return None if baths is None else MemoryTables(baths, device)
+        with numpy_in_this_thread():
+            prepared = EagerChainEngine.prepare(self, pts, num_steps, True)
+        classes = [pt.get_step_tensor(0)[0].shape[2] for pt in pts]
+        return StreamedTables(prepared, bonds, classes, num_steps, dtype, device)
+
     def _stream(self, run: ChainRun, distinct: int) -> default_np.ndarray | None:
         """:meth:`run` with process tensors read from files: the state on the device,
         the step tensors copied there :data:`STREAM_STEPS` steps at a time and scanned
@@ -235,28 +256,30 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
     def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.sweep`: one compiled kernel call
         per grid time on the device (:func:`~.branches.run_sweep`; a kernel per bucket of
-        branches and read-outs) where the process tensors are in memory, fit and the
-        kernels pay (each must repay its compilation with its share of the steps,
-        :func:`~.planner.scan_pays`; on an accelerator always), else the eager engine's
-        sweep with the NumPy kernels on the host."""
+        branches and read-outs; process tensors read from files streamed a grid time at
+        a time) where the kernels pay (each must repay its compilation with its share of
+        the steps, :func:`~.planner.scan_pays`; on an accelerator always), else the eager
+        engine's sweep with the NumPy kernels on the host."""
         pts = list(run.process_tensors)
-        reason = "no step, no process tensor, or not in memory"
-        if len(steps) > 1 and pts and all(map(in_memory, pts)):
+        reason = "no step or no process tensor"
+        if len(steps) > 1 and pts:
             bonds = [max((int(b) for b in pt.get_bond_dimensions()), default=1) for pt in pts]
             members, d2 = default_np.shape(run.initial)
             shapes = sweep_shapes(steps)
             branches = sum(shape[0] for shape in shapes) / len(shapes)
             work = placement.chain_work(max(1, round(members * branches)), bonds, d2)
             placed = _placement(self._options.device, work)
-            common = (members, d2, str(placed and placed.device), tuple(bonds))
+            streamed = not all(map(in_memory, pts))
+            common = (members, d2, streamed, str(placed and placed.device), tuple(bonds))
             kernels = {shape + common for shape in shapes}
             new = len(kernels - SWEPT)
             share = max(1, run.num_steps // max(1, new))
             pays, reason = planner.scan_pays(share, work, new == 0, self._options)
             reason += f" ({new} of {len(kernels)} branch kernels to compile)"
             if pays or _on_accelerator(placed):
-                baths = scan_tables(pts, run.num_steps, np.dtype_complex)
-                if baths is not None:
+                device = _device(placed, self._options.device, work)
+                tables = self._sweep_tables(pts, run.num_steps, bonds, streamed, device)
+                if tables is not None:
                     self.decisions.append(("sweep", planner.COMPILED, reason))
                     firsts, seconds, rows, per_member = propagator_table(run)
                     values = run_sweep(
@@ -265,10 +288,10 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
                         seconds,
                         rows,
                         per_member,
-                        baths,
+                        tables,
                         steps,
                         run.on_step,
-                        _device(placed, self._options.device, work),
+                        device,
                     )
                     SWEPT.update(kernels)
                     return values
