@@ -164,10 +164,10 @@ def decisions() -> list:
 
     if nm.backends.get_backend() != "jax":
         return []
-    from nonmarkov.engines.jax import branches, chain
+    from nonmarkov.engines.jax import branches, scan
 
     return sorted({f"sweep {key[:4]}" for key in branches.SWEPT}) + sorted(
-        {f"scan {key[0]}" for key in chain.SCANNED}
+        {f"scan {key[0]}" for key in scan.SCANNED}
     )
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as default_np
 
 from ..base import BranchStep
-from .chain import apply_matrix, close_caps, host_baths, platform_of, process_step
 from .compiler import compile_kernel
+from .scan import apply_matrix, close_caps, host_baths, platform_of, process_step
 
 #: the branch-sweep kernels this process has run, by kernel key
 SWEPT: set[tuple[Any, ...]] = set()
@@ -100,9 +100,9 @@ def _padded(parts: Sequence[Any], size: int, tail: tuple[int, ...], dtype: Any) 
 
 class MemoryTables:
     """The step tensors of a branch sweep from process tensors in memory: the tables
-    of :func:`~.chain.stack_padded` on the device once, each grid time a row of them.
+    of :func:`~.scan.stack_padded` on the device once, each grid time a row of them.
 
-    ``baths`` as from :func:`~.chain.stack_padded` (caps of every propagated step);
+    ``baths`` as from :func:`~.scan.stack_padded` (caps of every propagated step);
     each cap table gets a last row of ones, the caps at t_0 (bonds 1)."""
 
     def __init__(self, baths: Sequence[tuple[Any, ...]], device: Any):
@@ -207,7 +207,7 @@ def run_sweep(
     per shape of :func:`sweep_shapes`); the values read back once, at the end.
 
     ``initial`` (B, d^2); ``firsts``/``seconds``/``rows``/``per_member`` as from
-    :func:`~.chain.propagator_table`; ``tables``: the step tensors and caps, in memory
+    :func:`~.scan.propagator_table`; ``tables``: the step tensors and caps, in memory
     or streamed. Returns the values per grid time per read-out group, (B, n).
     """
     import jax

@@ -18,7 +18,8 @@ from ..base import DEVICES, BranchStep, ChainCapabilities, ChainRun, PreparedPro
 from ..eager import EagerChainEngine, in_memory
 from . import placement, planner
 from .branches import SWEPT, MemoryTables, StreamedTables, run_sweep, sweep_shapes
-from .chain import (
+from .planner import SCAN_BYTES
+from .scan import (
     SCANNED,
     adjoint_chain,
     differentiable_chain,
@@ -27,7 +28,6 @@ from .chain import (
     stack_padded,
     table_bytes,
 )
-from .planner import SCAN_BYTES
 from .stream import chunk_table, run_stream
 
 #: Steps of a process tensor read from a file copied to the device at a time (one
@@ -95,7 +95,7 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
     """The chain engine of the JAX backend (see :class:`~nonmarkov.engines.base.ChainEngine`).
 
     A run is a batch (a single run a batch of one): one compiled ``lax.scan``
-    ``jax.vmap``-ped over the members (:func:`~.chain.run_members`: one transfer in,
+    ``jax.vmap``-ped over the members (:func:`~.scan.run_members`: one transfer in,
     one out; the distinct propagator pairs of the steps, controls folded in, stacked
     on the host) where its process tensors are in memory, their tables of padded step
     tensors fit :data:`~.planner.SCAN_BYTES` and the scan pays
@@ -303,7 +303,7 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
     ) -> tuple[default_np.ndarray, default_np.ndarray]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.adjoint`: two compiled scans
-        (:func:`~.chain.adjoint_chain`) where the process tensors are in memory, fit
+        (:func:`~.scan.adjoint_chain`) where the process tensors are in memory, fit
         :data:`~.planner.SCAN_BYTES` and the scans pay, else the eager engine's steps."""
         plan = self._scan_plan("adjoint", run, 2 * run.num_steps)
         if plan is None:
@@ -356,7 +356,7 @@ def scan_tables(
     pts: Sequence[BaseProcessTensor], num_steps: int, dtype: Any, extra_bytes: int = 0
 ) -> list[tuple[Any, ...]] | None:
     """Per process tensor (transform_in, transform_out, classes (d^2,) int32, table,
-    cap table, rows) for :mod:`.chain` in ``dtype``, or None if the tables and
+    cap table, rows) for :mod:`.scan` in ``dtype``, or None if the tables and
     ``extra_bytes`` exceed :data:`~.planner.SCAN_BYTES`."""
     with numpy_in_this_thread():  # the caps on the host, once
         prepared = EagerChainEngine().prepare(pts, num_steps, True)

@@ -1,6 +1,6 @@
 """A chain run on process tensors read from files, streamed to the device: the step
 tensors copied a chunk of steps at a time and scanned by one compiled kernel (the
-member scan of :mod:`.chain`) while the next chunk is read. Requires JAX.
+member scan of :mod:`.scan`) while the next chunk is read. Requires JAX.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as default_np
 
-from .chain import member_scan, platform_of
 from .compiler import compile_kernel
+from .scan import member_scan, platform_of
 
 
 @functools.cache
