@@ -33,6 +33,10 @@ depends on measured time deterministic (``EngineOptions(deterministic=True)``,
 autouse fixture: modelled times, compilations waited for), so that runs repeat
 bit for bit; tests of the compiled steps ask for them with ``compiled='on'``.
 
+BLAS runs with one thread for the whole session (autouse fixture), as the
+library's hot loops run it: the tests' small matrices gain nothing from more, and
+a shared machine loses much to spinning threads.
+
 Both backends run the same window sweep (``'zip_up'`` by default), so the
 NumPy references that the JAX tests compare with need no special options.
 """
@@ -142,6 +146,20 @@ def _deterministic_engines():
     """Engine options with deterministic scheduling for the whole session (see above).
     Session scope, so that module-scoped fixtures computed before a test see it too."""
     with nm_options.use_options(deterministic=True):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread():
+    """BLAS with one thread for the whole session, as in the library's hot loops.
+
+    The tests' own linear algebra (reference matrices, norms, exact solutions) is
+    small; with a multi-threaded OpenBLAS it waits on its spinning threads, which on
+    a shared two-core machine made the suite several times slower in wall and CPU
+    time. Results do not depend on it (tests/test_threads.py sets its own limits)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
         yield
 
 
