@@ -28,7 +28,7 @@ from .scan import (
     stack_padded,
     table_bytes,
 )
-from .stream import chunk_table, run_stream
+from .stream import adjoint_stream, chunk_table, run_stream
 
 #: Steps of a process tensor read from a file copied to the device at a time (one
 #: compiled kernel scans each chunk while the next is read).
@@ -195,11 +195,13 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         classes = [pt.get_step_tensor(0)[0].shape[2] for pt in pts]
         return StreamedTables(prepared, bonds, classes, num_steps, dtype, device)
 
-    def _stream(self, run: ChainRun, distinct: int) -> default_np.ndarray | None:
-        """:meth:`run` with process tensors read from files: the state on the device,
-        the step tensors copied there :data:`STREAM_STEPS` steps at a time and scanned
-        by one compiled kernel (:func:`~.stream.run_stream`), where that pays; else None
-        (the decision recorded) for the eager engine's streamed steps on the host."""
+    def _stream_plan(
+        self, entry: str, run: ChainRun, steps: int, distinct: int
+    ) -> tuple[Callable[[int], tuple[int, list[Any]]], int, Any, tuple[Any, ...]] | None:
+        """For a run on process tensors read from files: (``chunk(i)``, the chunk size,
+        the device, the kernel key) of a streamed compiled run over ``steps`` scan steps
+        (:data:`STREAM_STEPS` steps a chunk, the caps from the host's backward pass), or
+        None (the decision recorded) for the eager engine's streamed steps on the host."""
         pts = list(run.process_tensors)
         bonds = [max((int(b) for b in pt.get_bond_dimensions()), default=1) for pt in pts]
         members, d2 = default_np.shape(default_np.atleast_2d(run.initial))
@@ -211,31 +213,43 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
             * default_np.dtype(dtype).itemsize
         )
         size = max(1, min(STREAM_STEPS, run.num_steps, SCAN_BYTES // (2 * step_bytes)))
-        key: tuple[Any, ...] = ("stream", size, distinct, run.record_all, members, d2)
+        key: tuple[Any, ...] = ("stream", entry, size, distinct, run.record_all, members, d2)
         key += (str(placed and placed.device), tuple(bonds))
-        pays, reason = planner.scan_pays(run.num_steps, work, key in SCANNED, self._options)
+        pays, reason = planner.scan_pays(steps, work, key in SCANNED, self._options)
         if not (pays or _on_accelerator(placed)):
-            self.decisions.append(("run", planner.HOST, f"{reason}; files stream on the host"))
+            self.decisions.append((entry, planner.HOST, f"{reason}; files stream on the host"))
             return None
-        self.decisions.append(("run", planner.COMPILED, f"{reason}; files in chunks of {size}"))
+        self.decisions.append((entry, planner.COMPILED, f"{reason}; files in chunks of {size}"))
         with numpy_in_this_thread():  # the caps on the host, a backward pass over the files
             prepared = EagerChainEngine.prepare(self, pts, run.num_steps, True)
 
-        def chunks() -> Any:
-            for start in range(0, run.num_steps, size):
-                count = min(size, run.num_steps - start)
-                baths = []
-                with numpy_in_this_thread():
-                    for bond, on_host in zip(bonds, prepared):
-                        steps = range(start, start + count)
-                        tensors = [on_host.tensor(k) for k in steps]
-                        caps = [on_host.cap(k) for k in steps]
-                        baths.append(
-                            (on_host.transform_in, on_host.transform_out, on_host.classes)
-                            + chunk_table(tensors, caps, bond, size, dtype)
-                        )
-                yield count, baths
+        def chunk(index: int) -> tuple[int, list[Any]]:
+            start = index * size
+            count = min(size, run.num_steps - start)
+            baths = []
+            with numpy_in_this_thread():
+                for bond, on_host in zip(bonds, prepared):
+                    steps = range(start, start + count)
+                    tensors = [on_host.tensor(k) for k in steps]
+                    caps = [on_host.cap(k) for k in steps]
+                    baths.append(
+                        (on_host.transform_in, on_host.transform_out, on_host.classes)
+                        + chunk_table(tensors, caps, bond, size, dtype)
+                    )
+            return count, baths
 
+        return chunk, size, _device(placed, self._options.device, work), key
+
+    def _stream(self, run: ChainRun, distinct: int) -> default_np.ndarray | None:
+        """:meth:`run` with process tensors read from files: the state on the device,
+        the step tensors copied there :data:`STREAM_STEPS` steps at a time and scanned
+        by one compiled kernel (:func:`~.stream.run_stream`), where that pays; else None
+        (the decision recorded) for the eager engine's streamed steps on the host."""
+        plan = self._stream_plan("run", run, run.num_steps, distinct)
+        if plan is None:
+            return None
+        chunk, size, device, key = plan
+        count = -(-run.num_steps // size)
         firsts, seconds, rows, per_member = propagator_table(run)
         readouts = run_stream(
             default_np.atleast_2d(default_np.asarray(run.initial)),
@@ -243,12 +257,12 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
             seconds,
             rows,
             per_member,
-            chunks(),
+            (chunk(index) for index in range(count)),
             size,
             run.record_all,
             run.on_step,
-            dtype,
-            _device(placed, self._options.device, work),
+            np.dtype_complex,
+            device,
         )
         SCANNED.add(key)
         return readouts[:, 0] if default_np.ndim(run.initial) == 1 else readouts
@@ -303,22 +317,45 @@ class JaxChainEngine(StepsOnHost, EagerChainEngine):
         self, run: ChainRun, target: Callable[[default_np.ndarray], default_np.ndarray]
     ) -> tuple[default_np.ndarray, default_np.ndarray]:
         """See :meth:`~nonmarkov.engines.base.ChainEngine.adjoint`: two compiled scans
-        (:func:`~.scan.adjoint_chain`) where the process tensors are in memory, fit
-        :data:`~.planner.SCAN_BYTES` and the scans pay, else the eager engine's steps."""
+        (:func:`~.scan.adjoint_chain`) where the process tensors fit
+        :data:`~.planner.SCAN_BYTES` and the scans pay, process tensors read from files
+        streamed a chunk at a time (:func:`~.stream.adjoint_stream`), else the eager
+        engine's steps."""
+        pts = list(run.process_tensors)
+        if run.num_steps > 0 and pts and not all(map(in_memory, pts)):
+            streamed = self._stream_plan("adjoint", run, 2 * run.num_steps, run.num_steps)
+            if streamed is None:
+                with numpy_in_this_thread():
+                    return super().adjoint(run, target)
+            chunk, size, device, key = streamed
+            with numpy_in_this_thread():
+                caps = EagerChainEngine.prepare(self, pts, run.num_steps, False)
+                last = [on_host.cap(run.num_steps - 1) for on_host in caps]
+            bonds = [max((int(b) for b in pt.get_bond_dimensions()), default=1) for pt in pts]
+            padded = [default_np.zeros(bond, complex) for bond in bonds]
+            for vector, cap in zip(padded, last):
+                vector[: len(cap)] = cap
+            readouts, derivatives = adjoint_stream(
+                default_np.asarray(run.initial).reshape(-1),
+                _adjoint_steps(run),
+                chunk,
+                run.num_steps,
+                size,
+                padded,
+                target,
+                run.record_all,
+                run.on_step,
+                np.dtype_complex,
+                device,
+            )
+            SCANNED.add(key)
+            return readouts, derivatives
         plan = self._scan_plan("adjoint", run, 2 * run.num_steps)
         if plan is None:
             with numpy_in_this_thread():
                 return super().adjoint(run, target)
         baths, device, key = plan
-        first, second = _stacked_propagators(run)
-        d2 = first.shape[-1]
-        identity = default_np.eye(d2)
-        before = default_np.empty((run.num_steps, d2, d2), complex)
-        after = default_np.empty((run.num_steps, d2, d2), complex)
-        for k in range(run.num_steps):
-            pair = (None, None) if run.controls is None else run.controls(k)
-            before[k] = identity if pair[0] is None else pair[0]
-            after[k] = identity if pair[1] is None else pair[1]
+        first, second, before, after = _adjoint_steps(run)
         readouts, derivatives = adjoint_chain(
             default_np.asarray(run.initial).reshape(-1),
             first,
@@ -379,6 +416,21 @@ def scan_tables(
         )
         for pt, (tensors, caps) in zip(pts, steps)
     ]
+
+
+def _adjoint_steps(run: ChainRun) -> tuple[Any, Any, Any, Any]:
+    """(first, second, before, after) of every step of ``run``, (N, d^2, d^2) each, the
+    identity for a missing control."""
+    first, second = _stacked_propagators(run)
+    d2 = first.shape[-1]
+    identity = default_np.eye(d2)
+    before = default_np.empty((run.num_steps, d2, d2), complex)
+    after = default_np.empty((run.num_steps, d2, d2), complex)
+    for k in range(run.num_steps):
+        pair = (None, None) if run.controls is None else run.controls(k)
+        before[k] = identity if pair[0] is None else pair[0]
+        after[k] = identity if pair[1] is None else pair[1]
+    return first, second, before, after
 
 
 def _stacked_propagators(run: ChainRun) -> tuple[default_np.ndarray, default_np.ndarray]:

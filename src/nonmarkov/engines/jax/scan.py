@@ -163,12 +163,12 @@ def member_scan(
     return close_caps(state, [bath[4][bath[5][-1]] for bath in baths])[None]
 
 
-def _adjoint_forward(
+def adjoint_forward(
     state: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple
-) -> tuple[Any, Any]:
-    """The forward pass of the adjoint method (traced): every state before its step
-    (N, B_1, ..., B_n, d^2) and every read-out (N, d^2). Controls before/after
-    (N, d^2, d^2) act around each step's propagation."""
+) -> tuple[Any, Any, Any]:
+    """The forward pass of the adjoint method (traced): the state after the last step,
+    every state before its step (N, B_1, ..., B_n, d^2) and every read-out (N, d^2).
+    Controls before/after (N, d^2, d^2) act around each step's propagation."""
     from jax import lax
 
     def step(state: Any, inputs: tuple[Any, ...]) -> tuple[Any, tuple[Any, Any]]:
@@ -182,25 +182,22 @@ def _adjoint_forward(
         return state, (stored, close_caps(state, _caps_of(rows, baths)))
 
     inputs = (tuple(bath[5] for bath in baths), first, second, before, after)
-    _, (stored, readouts) = lax.scan(step, state, inputs)
-    return stored, readouts
+    state, (stored, readouts) = lax.scan(step, state, inputs)
+    return state, stored, readouts
 
 
-def _adjoint_backward(
-    stored: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple, target: Any
-) -> Any:
-    """The backward pass (traced): D_k[a, b, c, e] (N, d^2, d^2, d^2, d^2) from the
-    stored states and the target (d^2,) (:mod:`nonmarkov.methods.gradient`)."""
+def adjoint_backward(
+    adjoint: Any, stored: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple
+) -> tuple[Any, Any]:
+    """The backward pass (traced) from ``adjoint`` (B_1, ..., B_n, d^2) after the last
+    step: the adjoint before the first step and D_k[a, b, c, e] (N, d^2, d^2, d^2, d^2)
+    from the stored states (:mod:`nonmarkov.methods.gradient`)."""
     import jax.numpy as jnp
     from jax import lax
 
-    d2 = target.shape[0]
-    identity = jnp.eye(d2, dtype=target.dtype)
+    d2 = adjoint.shape[-1]
+    identity = jnp.eye(d2, dtype=adjoint.dtype)
     bonds = list(range(len(baths)))
-    last = [bath[5][-1] for bath in baths]
-    adjoint = target
-    for cap in reversed(_caps_of(last, baths)):
-        adjoint = jnp.tensordot(cap, adjoint, axes=0)
 
     def step(adjoint: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         rows, state, first_k, second_k, before_k, after_k = inputs
@@ -215,8 +212,26 @@ def _adjoint_backward(
         return apply_matrix(adjoint, before_k.T), derivative
 
     inputs = (tuple(bath[5] for bath in baths), stored, first, second, before, after)
-    _, derivatives = lax.scan(step, adjoint, inputs, reverse=True)
-    return derivatives
+    return lax.scan(step, adjoint, inputs, reverse=True)
+
+
+def _adjoint_backward(
+    stored: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple, target: Any
+) -> Any:
+    """:func:`adjoint_backward` from the target (d^2,) closed by the last caps: the
+    derivatives."""
+    import jax.numpy as jnp
+
+    adjoint = target
+    for cap in reversed(_caps_of([bath[5][-1] for bath in baths], baths)):
+        adjoint = jnp.tensordot(cap, adjoint, axes=0)
+    return adjoint_backward(adjoint, stored, first, second, before, after, baths)[1]
+
+
+def _adjoint_forward(
+    state: Any, first: Any, second: Any, before: Any, after: Any, baths: tuple
+) -> tuple[Any, Any]:
+    return adjoint_forward(state, first, second, before, after, baths)[1:]
 
 
 @functools.cache

@@ -1,6 +1,7 @@
 """A chain run on process tensors read from files, streamed to the device: the step
 tensors copied a chunk of steps at a time and scanned by one compiled kernel (the
-member scan of :mod:`.scan`) while the next chunk is read. Requires JAX.
+member scan of :mod:`.scan`) while the next chunk is read; the adjoint method the
+same way, forward and then backward over the chunks. Requires JAX.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as default_np
 
 from .compiler import compile_kernel
-from .scan import member_scan, platform_of
+from .scan import adjoint_backward, adjoint_forward, member_scan, platform_of
 
 
 @functools.cache
@@ -113,3 +114,94 @@ def run_stream(
     if not record_all:
         collected = collected[-1:]
     return default_np.concatenate([default_np.asarray(a) for a in jax.device_get(collected)])
+
+
+@functools.cache
+def _compiled_adjoint_chunk(backend: str) -> tuple[Any, Any]:
+    return (
+        compile_kernel(adjoint_forward, platform=backend),
+        compile_kernel(adjoint_backward, platform=backend),
+    )
+
+
+def adjoint_stream(
+    initial: Any,
+    steps: tuple[Any, Any, Any, Any],
+    chunk: Callable[[int], tuple[int, list[tuple[Any, ...]]]],
+    num_steps: int,
+    size: int,
+    last_caps: Sequence[Any],
+    target: Callable[[default_np.ndarray], default_np.ndarray],
+    record_all: bool,
+    on_step: Callable[[int], None],
+    dtype: Any,
+    device: Any = None,
+) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """The adjoint method (:func:`~.scan.adjoint_chain`) on step tensors read a chunk at a
+    time: the forward pass chunk by chunk (the states before each step kept on the
+    device), ``target`` of the final read-out on the host, then the backward pass over
+    the chunks in reverse, each chunk's tables read again; two compiled kernels for
+    every chunk and two for a shorter last one (not padded: the backward pass would
+    run through the padding first).
+
+    ``initial`` (d^2,); ``steps``: (first, second, before, after), each (N, d^2, d^2)
+    host arrays; ``chunk(i)`` -> (steps in chunk i, per process tensor (transform_in,
+    transform_out, classes, table, cap table) of :func:`chunk_table`); ``last_caps``:
+    each process tensor's cap after the last step, padded to its table's bond.
+    Returns the read-outs (N, d^2) (or (1, d^2)) and D (N, d^2, d^2, d^2, d^2).
+    """
+    import jax
+
+    forward, backward = _compiled_adjoint_chunk(platform_of(device))
+    d2 = default_np.asarray(initial).size
+    chunks = range(0, num_steps, size)
+
+    def placed(index: int) -> tuple[int, Any, Any]:
+        count, baths = chunk(index)
+        start = index * size
+        blocks = [default_np.asarray(a[start : start + count], dtype) for a in steps]
+        rows = default_np.arange(count, dtype=default_np.int32)
+        tables = tuple(
+            (
+                default_np.asarray(transform_in, dtype),
+                default_np.asarray(transform_out, dtype),
+                default_np.asarray(classes, default_np.int32),
+                table,
+                cap_table,
+                rows,
+            )
+            for transform_in, transform_out, classes, table, cap_table in baths
+        )
+        return count, jax.device_put(tuple(blocks), device), jax.device_put(tables, device)
+
+    state: Any = None
+    stored, collected, counts = [], [], []
+    for index, _ in enumerate(chunks):
+        count, arrays, tables = placed(index)
+        if state is None:
+            bonds = tuple(bath[3].shape[1] for bath in tables)
+            state = default_np.zeros(bonds + (d2,), dtype)
+            state[(0,) * len(bonds)] = default_np.asarray(initial).reshape(-1)
+            state = jax.device_put(state, device)
+        state, kept, readouts = forward(state, *arrays, tables)
+        stored.append(kept)
+        collected.append(readouts[:count])
+        counts.append(count)
+        on_step(count)
+    readouts = default_np.concatenate([default_np.asarray(a) for a in jax.device_get(collected)])
+    adjoint = default_np.asarray(target(readouts[-1]), dtype)
+    for cap in reversed(last_caps):
+        adjoint = default_np.tensordot(default_np.asarray(cap, dtype), adjoint, axes=0)
+    adjoint = jax.device_put(adjoint, device)
+    derivatives = []
+    for index in reversed(range(len(counts))):
+        count, arrays, tables = placed(index)
+        adjoint, chunk_derivatives = backward(adjoint, stored[index], *arrays, tables)
+        stored[index] = None
+        derivatives.append(chunk_derivatives[:count])
+        on_step(count)
+    derivatives.reverse()
+    kept_readouts = readouts if record_all else readouts[-1:]
+    return kept_readouts, default_np.concatenate(
+        [default_np.asarray(a) for a in jax.device_get(derivatives)]
+    )
