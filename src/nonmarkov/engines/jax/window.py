@@ -134,7 +134,7 @@ class JaxWindowEngine:
             compiled_seconds=self._compiled_seconds,
             compile_seconds=_COMPILE_SECONDS[-1] if _COMPILE_SECONDS else 0.0,
             kernel_ready=self._kernel_ready(self.plan.bond, 1, wait=False),
-            accelerator=self._accelerator(self.plan.bond),
+            accelerator=self._sketches_on_accelerator(largest),
         )
         self._largest_seen = max(self._largest_seen, largest)
         self._set_plan(planner.next_plan(self.plan, stats, self._options))
@@ -143,6 +143,13 @@ class JaxWindowEngine:
 
     def _accelerator(self, bond: int) -> bool:
         return self._place(bond).platform != "cpu"
+
+    def _sketches_on_accelerator(self, largest: int) -> bool:
+        """Whether the planner's next bucket sketches on an accelerator (JAX's devices
+        asked only then: plain cuts on the host never start JAX's backend)."""
+        bond = max(self.plan.bond, bond_bucket(max(self._largest_seen, largest)))
+        sketched = not planner.plain_cuts(bond, self._num_rows, self._dim_m)
+        return sketched and self._accelerator(bond)
 
     def _grown(self, wanted: int) -> planner.Plan:
         on = self._accelerator(bond_bucket(wanted))
@@ -251,6 +258,8 @@ class JaxWindowEngine:
         """Whether the kernel of ``bond`` is compiled; with ``wait`` and a compilation
         of it in progress that must be waited for (deterministic options, or a redo
         that needs it), wait."""
+        if not self._pending and not _KERNELS:  # nothing compiled or compiling yet
+            return False
         key = self._key(bond, size)
         for other, (future, start) in list(self._pending.items()):
             if future.done() or (other == key and wait and self._must_wait()):
@@ -311,7 +320,7 @@ class JaxWindowEngine:
             "carrier": self._put(self._carrier),
             "out_map": self._put(self._spec.out_map),
             "epsrel": self._put(self._spec.epsrel, self._real),
-            "lags": self._put(self._lags(capacity)),
+            "lags": self._put([self._spec.lag_rows(lag + 2) for lag in range(capacity)]),
         }
         if self._memory >= 2:
             self._constants["leaving"] = self._put(self._spec.lag_rows(self._memory))
@@ -323,10 +332,6 @@ class JaxWindowEngine:
         )
         self._count, self._steps = count, steps
         return bond
-
-    def _lags(self, capacity: int) -> default_np.ndarray:
-        rows = [default_np.asarray(self._spec.lag_rows(lag + 2)) for lag in range(capacity)]
-        return default_np.asarray(rows, dtype=self._dtype)
 
     def _to_host(self) -> None:
         """Trim the device window to its bonds and hand it to the host engine."""
@@ -387,7 +392,7 @@ class JaxWindowEngine:
                     *state, *self._put_pair(between, second), constants
                 )
                 results.append((output, wanted, largest, wider))
-                count = self._next_count(count)
+                count += 0 if self._memory and count + 1 >= self._memory else 1
             outputs, wanted, largest, wider = self._jax.device_get(tuple(zip(*results)))
             self.stats.fetches += 1
             most = max(int(value) for value in wanted)
@@ -427,11 +432,6 @@ class JaxWindowEngine:
             grid = sketch_gaussians(self._dim_m, bond, 0, 2 * width)
             self._gaussians = {key: self._put(grid, self._real)}
         return {**self._constants, "gaussians": self._gaussians[key]}
-
-    def _next_count(self, count: int) -> int:
-        if self._memory and count + 1 >= self._memory:
-            return count
-        return count + 1
 
     # -- the engine interface ---------------------------------------------------------
 
