@@ -49,7 +49,8 @@ from nonmarkov import backends
 from nonmarkov.backends.host import to_backend
 from nonmarkov.engines import chain_engine, window_engine
 from nonmarkov.engines.base import ChainRun, WindowSpec
-from nonmarkov.engines.eager import EagerChainEngine, EagerWindowEngine
+from nonmarkov.engines.eager_chain import EagerChainEngine
+from nonmarkov.engines.eager_window import EagerWindowEngine
 from nonmarkov.influence import DiscretisedInfluence
 from nonmarkov.kernels.chain import close_bonds
 from nonmarkov.methods.dynamics import chain_controls

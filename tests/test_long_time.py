@@ -241,7 +241,7 @@ def test_uniform_process_tensor_structure():
 def test_a_long_uniform_run_needs_k_plus_one_distinct_steps():
     """The chain engines see the repeating tensor as one array, so the compiled scan's
     table of a 2000-step run holds K + 1 rows (constant memory for any length)."""
-    from nonmarkov.engines.eager import EagerChainEngine
+    from nonmarkov.engines.eager_chain import EagerChainEngine
     from nonmarkov.engines.jax.scan import distinct_steps
 
     _, bath, _ = biased_spin_boson()

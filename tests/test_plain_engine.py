@@ -26,7 +26,7 @@ from models import (
     spin_boson,
 )
 from nonmarkov.engines import chain_engine, use_engines
-from nonmarkov.engines.eager import EagerChainEngine
+from nonmarkov.engines.eager_chain import EagerChainEngine
 
 SILENT = {"progress_type": "silent"}
 

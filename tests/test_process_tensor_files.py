@@ -149,7 +149,9 @@ def test_reading_out_early_from_a_file_pt_gives_the_prefix(
     every step tensor read twice, some of them, or each once."""
     if cache_bytes is not None:
         monkeypatch.setattr(
-            importlib.import_module("nonmarkov.engines.eager"), "STREAM_CACHE_BYTES", cache_bytes
+            importlib.import_module("nonmarkov.engines.eager_chain"),
+            "STREAM_CACHE_BYTES",
+            cache_bytes,
         )
     system, _, rho0 = model
     file_pt = nm.import_process_tensor(pt_file)

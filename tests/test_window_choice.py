@@ -23,7 +23,7 @@ from nonmarkov.engines import (
     use_engines,
 )
 from nonmarkov.engines.base import WindowCapabilities, WindowSpec
-from nonmarkov.engines.eager import EagerWindowEngine
+from nonmarkov.engines.eager_window import EagerWindowEngine
 
 SILENT = "silent"
 

@@ -1,8 +1,8 @@
 """Engines: one implementation per backend of the engine contracts.
 
 :mod:`.base` defines the contracts (window, chain, TEBD) and the capabilities an
-engine declares; :mod:`.eager` implements them on the backend proxy's kernels
-(NumPy), :mod:`.jax` compiled with JAX;
+engine declares; :mod:`.eager_window`, :mod:`.eager_chain` and :mod:`.eager_tebd`
+implement them on the backend proxy's kernels (NumPy), :mod:`.jax` compiled with JAX;
 :mod:`.shared` holds what the implementations share. The functions here are the
 one place that chooses an engine, from the active backend and the engine
 options or an implementation put in place with :func:`use_engines`
@@ -32,7 +32,9 @@ from .base import (
     WindowEngine,
     WindowSpec,
 )
-from .eager import EagerChainEngine, EagerTebdEngine, EagerWindowEngine, in_memory
+from .eager_chain import EagerChainEngine, in_memory
+from .eager_tebd import EagerTebdEngine
+from .eager_window import EagerWindowEngine
 
 #: the kinds of engine :func:`use_engines` can put in place
 ENGINE_KINDS = ("window", "chain", "tebd")

@@ -15,7 +15,7 @@ from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions, resolve
 from ...process_tensors.base import BaseProcessTensor
 from ..base import DEVICES, BranchStep, ChainCapabilities, ChainRun, PreparedProcessTensor
-from ..eager import EagerChainEngine, in_memory
+from ..eager_chain import EagerChainEngine, in_memory
 from . import placement, planner
 from .branches import SWEPT, MemoryTables, StreamedTables, run_sweep, sweep_shapes
 from .planner import SCAN_BYTES

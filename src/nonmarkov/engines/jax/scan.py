@@ -30,7 +30,7 @@ from typing import Any
 import numpy as default_np
 
 from ..base import ChainRun
-from ..eager import folded
+from ..eager_chain import folded
 from .compiler import compile_kernel
 
 #: the compiled scans this process has run, by kernel key (their kernels are in JAX's

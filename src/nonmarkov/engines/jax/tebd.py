@@ -42,7 +42,7 @@ import numpy as default_np
 from ...backends.numerical_backend import np, numpy_in_this_thread
 from ...options import EngineOptions
 from ..base import DEVICES, PreparedProcessTensor, TebdCapabilities, TebdSpec
-from ..eager import EagerTebdEngine
+from ..eager_tebd import EagerTebdEngine
 from ..shared import GaugedChain
 from . import placement, planner
 from .modules import jax_modules
@@ -80,7 +80,7 @@ class TebdRunStats:
 
 class JaxTebdEngine(GaugedChain):
     """The TEBD engine on JAX (see :class:`~nonmarkov.engines.base.TebdEngine` and the
-    module docstring); the same algorithm as :class:`~nonmarkov.engines.eager.EagerTebdEngine`
+    module docstring); the same algorithm as :class:`~nonmarkov.engines.eager_tebd.EagerTebdEngine`
     (gauge centre, sweep directions, cuts), on padded arrays in compiled programs.
 
     ``decisions``: (entry, where, why) of the engine's choices (the bucket's growth

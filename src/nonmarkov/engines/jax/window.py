@@ -2,7 +2,7 @@
 step (:mod:`.zipup`), as the planner (:mod:`.planner`) decides.
 
 The window is in one of two places: on the host, advanced by
-:class:`~nonmarkov.engines.eager.EagerWindowEngine` with the NumPy kernels (under
+:class:`~nonmarkov.engines.eager_window.EagerWindowEngine` with the NumPy kernels (under
 :func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`), or on a JAX
 device as explicit padded state (front, sites, count, log-scale), advanced a
 chunk of compiled steps at a time. Both run the same algorithm, so the window
@@ -28,7 +28,7 @@ from ...backends.numerical_backend import numpy_in_this_thread
 from ...kernels.truncation import sketch_gaussians
 from ...options import EngineOptions
 from ..base import DEVICES, WindowCapabilities, WindowSpec
-from ..eager import EagerWindowEngine
+from ..eager_window import EagerWindowEngine
 from ..shared import LastArguments
 from . import compiler, placement, planner, zipup
 from .padding import padded_window, trimmed_window

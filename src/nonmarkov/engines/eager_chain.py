@@ -1,16 +1,12 @@
-"""The eager engines: window, chain and TEBD engines run step by step on the backend proxy.
-
-These run the NumPy kernels of :mod:`nonmarkov.kernels` step by step. They are
-the engines of the NumPy backend, the first steps of the JAX window engine
-(its host start, under :func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`)
-and the chain engine of the JAX backend for what its compiled scan does not
-cover (controls, time-dependent systems, process tensors read from files).
+"""The eager chain engine: process tensors contracted with system states step by
+step with the kernels of :mod:`nonmarkov.kernels.chain` on the backend proxy (one
+state, or members on a leading axis). The chain engine of the NumPy backend, and of
+the JAX backend where its compiled scan does not pay.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,16 +22,7 @@ from ..kernels.chain import (
     close_bonds,
     close_bonds_batched,
 )
-from ..kernels.tebd import (
-    apply_process_step,
-    apply_site_map,
-    capped_sites,
-    orthonormalise_left,
-    orthonormalise_right,
-    two_site_update,
-)
-from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
-from ..options import EngineOptions, resolve
+from ..options import EngineOptions
 from ..process_tensors.base import BaseProcessTensor, SimpleProcessTensor, trace_weights
 from ..process_tensors.uniform import UniformProcessTensor
 from .base import (
@@ -43,146 +30,12 @@ from .base import (
     ChainCapabilities,
     ChainRun,
     PreparedProcessTensor,
-    TebdCapabilities,
-    TebdSpec,
-    WindowCapabilities,
-    WindowSpec,
 )
-from .shared import GaugedChain, LastArguments
+from .shared import LastArguments
 
 #: Step tensors of a streamed process tensor kept on the host between the backward
 #: (caps) and the forward pass, so that a small one is read only once.
 STREAM_CACHE_BYTES = 64 * 2**20
-
-
-def host_sweep(options: EngineOptions | None) -> str:
-    """The window sweep of the eager engine (:mod:`nonmarkov.kernels.window`) for ``options``."""
-    choice = resolve(options).window_sweep
-    return "zip_up" if choice == "auto" else choice
-
-
-class EagerWindowEngine:
-    """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
-    on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
-
-    capabilities = WindowCapabilities()
-    steps_per_call = 1
-
-    def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
-        self._spec = spec
-        self._projector = to_backend(spec.projector)
-        self._first = to_backend(spec.first)
-        self._carrier = np.asarray(default_np.asarray(spec.carrier, dtype=int))
-        self._num_rows = spec.num_rows
-        self._out_map = spec.out_map
-        self._lags: list[Any] = []  # lag rows of window positions 1, 2, ... on the backend
-        self._window = [to_backend(spec.front).reshape(1, -1, 1)]
-        self._log_scale = float(spec.log_scale)
-        self._memory = 0 if spec.memory is None else int(spec.memory)
-        self._between = LastArguments(to_backend)
-        self._leaving = LastArguments(to_backend)
-        #: window steps run so far (after the first point)
-        self.steps = 0
-        m = self._projector.shape[1]
-        self._pt_between = default_np.ones((m, m))
-        self._sweep = host_sweep(options)
-
-    @property
-    def memory(self) -> int:
-        """Points kept in the window, 0 for no memory cut."""
-        return self._memory
-
-    @property
-    def log_scale(self) -> float:
-        """Log of the factor the front was divided by."""
-        return self._log_scale
-
-    def _site_lags(self, count: int) -> list[Any]:
-        while len(self._lags) < count:
-            self._lags.append(to_backend(self._spec.lag_rows(len(self._lags) + 2)))
-        return self._lags[:count]
-
-    def _step(self, between: Any) -> Any:
-        """One step of the window; returns the finalised site or None."""
-        window = self._window
-        n = len(window)
-        full = self._memory and n >= self._memory
-        oldest = ("trace" if self._spec.oldest == "trace" else "finalize") if full else "keep"
-        theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector, window[0][0])
-        self.steps += 1
-        site_lags = self._site_lags(n - 1)
-        leaving = self._spec.leaving(self.steps)
-        if leaving is not None:
-            site_lags = site_lags[:-1] + [self._leaving(leaving)]
-        window, done = advance_window(
-            window,
-            theta,
-            self._first,
-            self._carrier,
-            self._num_rows,
-            site_lags,
-            self._spec.epsrel,
-            oldest,
-            self._spec.max_rank,
-            self._sweep,
-        )
-        holder = NORM_SITE[self._sweep]
-        window[holder], log_norm = normalise(window[holder])
-        self._window = window
-        self._log_scale += log_norm
-        return done
-
-    def _largest_bond(self) -> int:
-        return max(site.shape[2] for site in self._window)
-
-    def advance(
-        self, propagators: Sequence[tuple[Any, Any]]
-    ) -> tuple[default_np.ndarray, list[int]]:
-        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
-        readouts, ranks = [], []
-        for between, second in propagators:
-            self._step(between)
-            window = self._window
-            vector, log_rest = trace_vectors(window[1:]) if len(window) > 1 else (None, 0.0)
-            state = window[0][0] if vector is None else window[0][0] @ vector
-            state = np.to_host(state).reshape(-1) * math.exp(self._log_scale + log_rest)
-            readouts.append(self._out_map @ (second @ state))
-            ranks.append(self._largest_bond())
-        dim_x = self._projector.shape[0]
-        stacked = default_np.asarray(readouts) if readouts else default_np.zeros((0, dim_x))
-        return stacked, ranks
-
-    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
-        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
-        finalised, ranks = [], []
-        for _ in range(num_steps):
-            log_before = self._log_scale
-            done = self._step(self._pt_between)
-            finalised.append(
-                (None if done is None else default_np.asarray(np.to_host(done)), log_before)
-            )
-            ranks.append(self._largest_bond())
-        return finalised, ranks
-
-    def expect_steps(self, num_steps: int) -> None:
-        """See :meth:`~nonmarkov.engines.base.WindowEngine.expect_steps` (nothing to plan)."""
-
-    def host_window(self) -> tuple[list[default_np.ndarray], float]:
-        """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
-        return [default_np.asarray(np.to_host(site)) for site in self._window], self._log_scale
-
-    @property
-    def window(self) -> list[Any]:
-        """The window on the active backend, newest first."""
-        return list(self._window)
-
-    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
-        """Continue from ``window`` (newest first: front (1, x, k), sites (k, m, k'),
-        host arrays, e.g. from :meth:`host_window`) whose front has log-scale
-        ``log_scale``, after ``steps`` window steps (which point leaves next)."""
-        self.steps = int(steps)
-        self._window = [to_backend(site) for site in window]
-        self._log_scale = float(log_scale)
 
 
 def in_memory(pt: BaseProcessTensor) -> bool:
@@ -261,6 +114,33 @@ class HostProcessTensor:
         return self._caps[step]
 
 
+def through_process_tensors(
+    state: Any,
+    step: int,
+    prepared: Sequence[PreparedProcessTensor],
+    apply: Callable[[Any, Any], Any],
+    members: bool = False,
+    transposed: bool = False,
+) -> Any:
+    """``state`` through step ``step`` of each process tensor: its transform in, its
+    step tensor on the tensor's bond axis (after the member axis with ``members``),
+    its transform out, each map applied by ``apply`` (one state or members).
+    ``transposed``: the transpose of that (an adjoint state, the process tensors
+    in reverse order)."""
+    order = range(len(prepared))
+    for axis in reversed(order) if transposed else order:
+        pt = prepared[axis]
+        tensor = pt.tensor(step)
+        maps = (pt.transform_in, pt.transform_out)
+        if transposed:
+            tensor = np.swapaxes(tensor, 0, 1)
+            maps = (pt.transform_out.T, pt.transform_in.T)
+        state = apply(state, maps[0])
+        state = apply_step_tensor(state, tensor, pt.classes, axis + int(members))
+        state = apply(state, maps[1])
+    return state
+
+
 def folded(first: Any, second: Any, before: Any, after: Any) -> tuple[Any, Any]:
     """(first @ before, after @ second) of host arrays, each (d^2, d^2) or
     (B, d^2, d^2) (broadcast); a None control is left out."""
@@ -327,10 +207,7 @@ class EagerChainEngine:
         if before is not None:
             state = apply_superoperator(state, before)
         state = apply_superoperator(state, first)
-        for axis, pt in enumerate(prepared):
-            state = apply_superoperator(state, pt.transform_in)
-            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis)
-            state = apply_superoperator(state, pt.transform_out)
+        state = through_process_tensors(state, step, prepared, apply_superoperator)
         state = apply_superoperator(state, second)
         if after is not None:
             state = apply_superoperator(state, after)
@@ -350,10 +227,7 @@ class EagerChainEngine:
         folded into the propagators, one batched contraction per operation."""
         first, second = self._member_propagators(first, second, before, after)
         state = apply_superoperators(state, first)
-        for axis, pt in enumerate(prepared):
-            state = apply_superoperators(state, pt.transform_in)
-            state = apply_step_tensor(state, pt.tensor(step), pt.classes, axis + 1)
-            state = apply_superoperators(state, pt.transform_out)
+        state = through_process_tensors(state, step, prepared, apply_superoperators, members=True)
         return apply_superoperators(state, second)
 
     def sweep(self, run: ChainRun, steps: Sequence[BranchStep]) -> list[list[default_np.ndarray]]:
@@ -410,12 +284,9 @@ class EagerChainEngine:
         if after is not None:
             adjoint = apply_superoperator(adjoint, after.T)
         adjoint = apply_superoperator(adjoint, second.T)
-        for axis in range(len(prepared) - 1, -1, -1):
-            pt = prepared[axis]
-            adjoint = apply_superoperator(adjoint, pt.transform_out.T)
-            tensor = np.swapaxes(pt.tensor(step), 0, 1)
-            adjoint = apply_step_tensor(adjoint, tensor, pt.classes, axis)
-            adjoint = apply_superoperator(adjoint, pt.transform_in.T)
+        adjoint = through_process_tensors(
+            adjoint, step, prepared, apply_superoperator, transposed=True
+        )
         adjoint = apply_superoperator(adjoint, first.T)
         if before is not None:
             adjoint = apply_superoperator(adjoint, before.T)
@@ -511,102 +382,3 @@ class EagerChainEngine:
         if not readouts:
             return default_np.zeros((0, members, d2), dtype=complex)
         return default_np.asarray(readouts)
-
-
-class DeviceCopies:
-    """Backend copies of host arrays that come back as the same objects (gates,
-    controls): each is moved once. Arrays already on the backend pass through."""
-
-    def __init__(self) -> None:
-        self._copies: dict[int, tuple[Any, Any]] = {}
-
-    def __call__(self, array: Any) -> Any:
-        if not isinstance(array, default_np.ndarray):
-            return array
-        entry = self._copies.get(id(array))
-        if entry is None or entry[0] is not array:
-            entry = self._copies[id(array)] = (array, to_backend(array))
-        return entry[1]
-
-
-class EagerTebdEngine(GaugedChain):
-    """A chain MPS with augmented legs on the kernels of :mod:`nonmarkov.kernels.tebd`
-    (see :class:`~nonmarkov.engines.base.TebdEngine`).
-
-    The engine keeps a gauge centre: the sites left of it are isometries over
-    (l, p, a), those right of it over (p, a, r), so that each two-site cut is
-    truncated where it is optimal in the 2-norm. A layer of gates sweeps from
-    the centre's nearer end; a site map or a process-tensor step breaks the
-    gauge, which the next layer restores with one QR sweep. The state's scale
-    is kept apart as a log (the singular values of each cut are normalised).
-    """
-
-    capabilities = TebdCapabilities(max_rank=True)
-
-    def __init__(self, spec: TebdSpec, options: EngineOptions | None = None):
-        self._sites = [to_backend(site) for site in spec.sites]
-        self._epsrel = float(spec.epsrel)
-        self._max_rank = spec.max_rank
-        self._log_scale = 0.0
-        self._centre = 0
-        self._canonical = False
-        self._copies = DeviceCopies()
-        self._traces: dict[int, Any] = {}
-
-    # -------------------------------------------------------------- the gauge
-
-    def _move_right(self, k: int) -> None:
-        sites = self._sites
-        sites[k], sites[k + 1] = orthonormalise_right(sites[k], sites[k + 1])
-
-    def _move_left(self, k: int) -> None:
-        sites = self._sites
-        sites[k - 1], sites[k] = orthonormalise_left(sites[k - 1], sites[k])
-
-    def _device(self, array: Any) -> Any:
-        return self._copies(array)
-
-    def _two_site(self, site: int, gate: Any, centre_right: bool) -> None:
-        left, right, log_norm = two_site_update(
-            self._sites[site],
-            self._sites[site + 1],
-            gate,
-            self._epsrel,
-            centre_right,
-            self._max_rank,
-        )
-        self._sites[site], self._sites[site + 1] = left, right
-        self._log_scale += log_norm
-        self._centre = site + 1 if centre_right else site
-
-    # -------------------------------------------------------------- operations
-
-    def apply_site_maps(self, maps: Sequence[tuple[int, Any]]) -> None:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_site_maps`."""
-        for site, superoperator in maps:
-            self._sites[site] = apply_site_map(self._sites[site], self._copies(superoperator))
-            self._canonical = False
-
-    def apply_process_steps(self, steps: Sequence[tuple[int, PreparedProcessTensor, int]]) -> None:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.apply_process_steps`."""
-        for site, pt, step in steps:
-            self._sites[site] = apply_process_step(
-                self._sites[site], pt.transform_in, pt.tensor(step), pt.classes, pt.transform_out
-            )
-            self._canonical = False
-
-    def read_out(
-        self, caps: Sequence[Any], groups: Sequence[tuple[int, ...]]
-    ) -> tuple[complex, list[default_np.ndarray]]:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.read_out`."""
-        return self._read_capped(capped_sites(self._sites, [to_backend(c) for c in caps]), groups)
-
-    def bond_dimensions(self) -> list[int]:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.bond_dimensions`."""
-        return [int(site.shape[3]) for site in self._sites[:-1]]
-
-    def host_sites(self) -> list[default_np.ndarray]:
-        """See :meth:`~nonmarkov.engines.base.TebdEngine.host_sites`."""
-        sites = [default_np.asarray(np.to_host(site)) for site in self._sites]
-        sites[0] = sites[0] * math.exp(self._log_scale)
-        return sites

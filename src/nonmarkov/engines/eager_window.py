@@ -1,0 +1,153 @@
+"""The eager window engine: the window's steps one at a time with the kernels of
+:mod:`nonmarkov.kernels.window` on the backend proxy. It is the window engine of the
+NumPy backend and the host steps of the JAX window engine (under
+:func:`~nonmarkov.backends.numerical_backend.numpy_in_this_thread`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as default_np
+
+from ..backends.host import to_backend
+from ..backends.numerical_backend import np
+from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
+from ..options import EngineOptions, resolve
+from .base import (
+    WindowCapabilities,
+    WindowSpec,
+)
+from .shared import LastArguments
+
+
+def host_sweep(options: EngineOptions | None) -> str:
+    """The window sweep of the eager engine (:mod:`nonmarkov.kernels.window`) for ``options``."""
+    choice = resolve(options).window_sweep
+    return "zip_up" if choice == "auto" else choice
+
+
+class EagerWindowEngine:
+    """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
+    on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
+
+    capabilities = WindowCapabilities()
+    steps_per_call = 1
+
+    def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
+        self._spec = spec
+        self._projector = to_backend(spec.projector)
+        self._first = to_backend(spec.first)
+        self._carrier = np.asarray(default_np.asarray(spec.carrier, dtype=int))
+        self._num_rows = spec.num_rows
+        self._out_map = spec.out_map
+        self._lags: list[Any] = []  # lag rows of window positions 1, 2, ... on the backend
+        self._window = [to_backend(spec.front).reshape(1, -1, 1)]
+        self._log_scale = float(spec.log_scale)
+        self._memory = 0 if spec.memory is None else int(spec.memory)
+        self._between = LastArguments(to_backend)
+        self._leaving = LastArguments(to_backend)
+        #: window steps run so far (after the first point)
+        self.steps = 0
+        m = self._projector.shape[1]
+        self._pt_between = default_np.ones((m, m))
+        self._sweep = host_sweep(options)
+
+    @property
+    def memory(self) -> int:
+        """Points kept in the window, 0 for no memory cut."""
+        return self._memory
+
+    @property
+    def log_scale(self) -> float:
+        """Log of the factor the front was divided by."""
+        return self._log_scale
+
+    def _site_lags(self, count: int) -> list[Any]:
+        while len(self._lags) < count:
+            self._lags.append(to_backend(self._spec.lag_rows(len(self._lags) + 2)))
+        return self._lags[:count]
+
+    def _step(self, between: Any) -> Any:
+        """One step of the window; returns the finalised site or None."""
+        window = self._window
+        n = len(window)
+        full = self._memory and n >= self._memory
+        oldest = ("trace" if self._spec.oldest == "trace" else "finalize") if full else "keep"
+        theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector, window[0][0])
+        self.steps += 1
+        site_lags = self._site_lags(n - 1)
+        leaving = self._spec.leaving(self.steps)
+        if leaving is not None:
+            site_lags = site_lags[:-1] + [self._leaving(leaving)]
+        window, done = advance_window(
+            window,
+            theta,
+            self._first,
+            self._carrier,
+            self._num_rows,
+            site_lags,
+            self._spec.epsrel,
+            oldest,
+            self._spec.max_rank,
+            self._sweep,
+        )
+        holder = NORM_SITE[self._sweep]
+        window[holder], log_norm = normalise(window[holder])
+        self._window = window
+        self._log_scale += log_norm
+        return done
+
+    def _largest_bond(self) -> int:
+        return max(site.shape[2] for site in self._window)
+
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
+        readouts, ranks = [], []
+        for between, second in propagators:
+            self._step(between)
+            window = self._window
+            vector, log_rest = trace_vectors(window[1:]) if len(window) > 1 else (None, 0.0)
+            state = window[0][0] if vector is None else window[0][0] @ vector
+            state = np.to_host(state).reshape(-1) * math.exp(self._log_scale + log_rest)
+            readouts.append(self._out_map @ (second @ state))
+            ranks.append(self._largest_bond())
+        dim_x = self._projector.shape[0]
+        stacked = default_np.asarray(readouts) if readouts else default_np.zeros((0, dim_x))
+        return stacked, ranks
+
+    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
+        finalised, ranks = [], []
+        for _ in range(num_steps):
+            log_before = self._log_scale
+            done = self._step(self._pt_between)
+            finalised.append(
+                (None if done is None else default_np.asarray(np.to_host(done)), log_before)
+            )
+            ranks.append(self._largest_bond())
+        return finalised, ranks
+
+    def expect_steps(self, num_steps: int) -> None:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.expect_steps` (nothing to plan)."""
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
+        return [default_np.asarray(np.to_host(site)) for site in self._window], self._log_scale
+
+    @property
+    def window(self) -> list[Any]:
+        """The window on the active backend, newest first."""
+        return list(self._window)
+
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
+        """Continue from ``window`` (newest first: front (1, x, k), sites (k, m, k'),
+        host arrays, e.g. from :meth:`host_window`) whose front has log-scale
+        ``log_scale``, after ``steps`` window steps (which point leaves next)."""
+        self.steps = int(steps)
+        self._window = [to_backend(site) for site in window]
+        self._log_scale = float(log_scale)
