@@ -34,7 +34,7 @@ from models import (
     spectral_density,
 )
 from models import independent_boson as independent_boson_model
-from nonmarkov.methods.correlations import compute_correlations, compute_correlations_nt
+from nonmarkov.methods.system_correlations import compute_correlations, compute_correlations_nt
 
 SIGMA_PLUS = SIGMA_MINUS.T.copy()
 SILENT = {"progress_type": "silent"}

@@ -25,7 +25,7 @@ import scipy.linalg
 
 import nonmarkov as nm
 from models import SIGMA_MINUS, SX, SY, SZ, pure_state
-from nonmarkov.methods.correlations import compute_correlations
+from nonmarkov.methods.system_correlations import compute_correlations
 
 SILENT = {"progress_type": "silent"}
 RHO0 = pure_state(0.8, 0.6 * np.exp(0.4j))

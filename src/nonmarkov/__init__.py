@@ -41,8 +41,6 @@ from .methods.batched_dynamics import compute_dynamics_batch as compute_dynamics
 from .methods.bath_dynamics import TwoTimeBathCorrelations as TwoTimeBathCorrelations
 from .methods.convergence import ConvergenceError as ConvergenceError
 from .methods.convergence import converge as converge
-from .methods.correlations import compute_correlations as compute_correlations
-from .methods.correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.dynamics import compute_dynamics as compute_dynamics
 from .methods.gibbs import GibbsTempo as GibbsTempo
 from .methods.gibbs import gibbs_tempo_compute as gibbs_tempo_compute
@@ -57,6 +55,8 @@ from .methods.pt_tebd import AugmentedMPS as AugmentedMPS
 from .methods.pt_tebd import PtTebd as PtTebd
 from .methods.pt_tebd import PtTebdParameters as PtTebdParameters
 from .methods.pt_tempo import PtTempo as PtTempo
+from .methods.system_correlations import compute_correlations as compute_correlations
+from .methods.system_correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.tempo import Tempo as Tempo
 from .methods.tempo import tempo_compute as tempo_compute
 from .methods.uniform import compute_steady_state as compute_steady_state

@@ -5,9 +5,9 @@
 them.
 """
 
-from .methods.correlations import compute_correlations as compute_correlations
-from .methods.correlations import compute_correlations_nt as compute_correlations_nt
 from .methods.dynamics import compute_dynamics as compute_dynamics
 from .methods.mean_field import compute_dynamics_with_field as compute_dynamics_with_field
+from .methods.system_correlations import compute_correlations as compute_correlations
+from .methods.system_correlations import compute_correlations_nt as compute_correlations_nt
 
 Indices = int | slice | list[int | slice]

@@ -3,7 +3,7 @@ the same process tensor(s), in one batched sweep over the time grid.
 
 Member m is what ``compute_correlations(systems[m], ..., initial_state=
 initial_states[m], control=controls[m])`` gives (to rounding). The sweep is
-that of :mod:`nonmarkov.methods.correlations` (the state without operators
+that of :mod:`nonmarkov.methods.system_correlations` (the state without operators
 propagated once, a branch for each time an operator acts, all live branches
 propagated together), with one more axis in front: the members: the chain
 engine's branch sweep (``sweep``, :mod:`nonmarkov.engines`), every step one batched
@@ -28,7 +28,7 @@ from ..options import EngineOptions
 from ..progress import Progress
 from . import checks
 from .batched_dynamics import BATCH_BYTES, batch_members, check_member_runs
-from .correlations import (
+from .system_correlations import (
     TIME_ORDERS,
     CorrelationSweep,
     OperatorChain,

@@ -44,7 +44,7 @@ from ..model.bath import Bath
 from ..model.correlations import CustomSD
 from ..model.system import BaseSystem
 from ..options import EngineOptions
-from .correlations import compute_correlations
+from .system_correlations import compute_correlations
 
 _TRIANGLE_NODES, _TRIANGLE_WEIGHTS = default_np.polynomial.legendre.leggauss(16)
 #: a process tensor's bath must match the bath given here in these spectral-density values
