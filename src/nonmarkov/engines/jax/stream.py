@@ -29,6 +29,25 @@ def _compiled_chunk(per_member: bool, backend: str) -> Any:
     return compile_kernel(mapped, platform=backend)
 
 
+def _scan_tables(
+    baths: Sequence[tuple[Any, ...]], rows: default_np.ndarray, dtype: Any
+) -> tuple[tuple[Any, ...], ...]:
+    """Per process tensor of a chunk, the member scan's table: (transform_in,
+    transform_out, classes, step table, cap table) of :func:`chunk_table` and the
+    chunk's ``rows`` into them."""
+    return tuple(
+        (
+            default_np.asarray(transform_in, dtype),
+            default_np.asarray(transform_out, dtype),
+            default_np.asarray(classes, default_np.int32),
+            table,
+            cap_table,
+            rows,
+        )
+        for transform_in, transform_out, classes, table, cap_table in baths
+    )
+
+
 def chunk_table(
     tensors: Sequence[Any], caps: Sequence[Any], bond: int, size: int, dtype: Any
 ) -> tuple[default_np.ndarray, default_np.ndarray]:
@@ -93,20 +112,7 @@ def run_stream(
         step_rows[:count] = rows[start : start + count]
         bath_rows = default_np.full(size, size, default_np.int32)
         bath_rows[:count] = default_np.arange(count)
-        tables = jax.device_put(
-            tuple(
-                (
-                    default_np.asarray(transform_in, dtype),
-                    default_np.asarray(transform_out, dtype),
-                    default_np.asarray(classes, default_np.int32),
-                    table,
-                    cap_table,
-                    bath_rows,
-                )
-                for transform_in, transform_out, classes, table, cap_table in baths
-            ),
-            device,
-        )
+        tables = jax.device_put(_scan_tables(baths, bath_rows, dtype), device)
         state, readouts = kernel(state, firsts, seconds, jax.device_put(step_rows, device), tables)
         collected.append(readouts[:count] if record_all else readouts[count - 1 : count])
         start += count
@@ -160,18 +166,7 @@ def adjoint_stream(
         count, baths = chunk(index)
         start = index * size
         blocks = [default_np.asarray(a[start : start + count], dtype) for a in steps]
-        rows = default_np.arange(count, dtype=default_np.int32)
-        tables = tuple(
-            (
-                default_np.asarray(transform_in, dtype),
-                default_np.asarray(transform_out, dtype),
-                default_np.asarray(classes, default_np.int32),
-                table,
-                cap_table,
-                rows,
-            )
-            for transform_in, transform_out, classes, table, cap_table in baths
-        )
+        tables = _scan_tables(baths, default_np.arange(count, dtype=default_np.int32), dtype)
         return count, jax.device_put(tuple(blocks), device), jax.device_put(tables, device)
 
     state: Any = None
