@@ -70,8 +70,19 @@ def _uniform():
 
 
 def _batch():
-    # 1e10 member steps; members checked one by one before the cost, so not 1e6 of them
+    # 1e10 member steps
     nm.compute_dynamics_batch([nm.System(SX)] * 10**4, UP, dt=0.1, num_steps=10**6, **SILENT)
+
+
+def test_a_batch_that_cannot_finish_is_refused_before_its_members_are_checked():
+    """The cost of a batch is judged from the first member's grid, before the others:
+    a batch of 1e10 member steps whose last member's state is wrong is refused for its
+    cost, not for that state (checking 1e6 members first would take half a minute)."""
+    states = [UP] * (10**4 - 1) + [np.eye(3)]
+    with pytest.raises(ValueError, match="member steps"):
+        nm.compute_dynamics_batch([nm.System(SX)] * 10**4, states, dt=0.1, num_steps=10**6)
+    with pytest.raises(ValueError, match="batch member 9999"):
+        nm.compute_dynamics_batch([nm.System(SX)] * 10**4, states, dt=0.1, num_steps=10)
 
 
 def _correlations_batch():

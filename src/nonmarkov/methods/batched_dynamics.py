@@ -248,13 +248,25 @@ def compute_dynamics_batch(
     batch = len(systems_b)
     if batch_bytes is not None:
         batch_bytes = check.positive_integer(batch_bytes, "batch_bytes")
+    grid = (start_time, dt, num_steps, progress_type)
+    # the grid from the first member, so that a batch that cannot finish is refused
+    # before every member is checked
+    _, (_, _, _, steps, _) = check_member_runs(
+        systems_b[:1], states_b[:1], controls_b[:1], process_tensor, grid, parameters is not None
+    )
+    d = systems_b[0].dimension
+    recorded = steps + 1 if record_all else min(steps, 1) + 1
+    checks.affordable_run(
+        steps,
+        d,
+        recorded * batch,
+        "compute_dynamics_batch",
+        members=batch,
+        unit="member steps",
+        cause=f"num_steps={steps}, {batch} members",
+    )
     rho0, (process_tensors, start_time, dt, num_steps, progress_type) = check_member_runs(
-        systems_b,
-        states_b,
-        controls_b,
-        process_tensor,
-        (start_time, dt, num_steps, progress_type),
-        parameters is not None,
+        systems_b, states_b, controls_b, process_tensor, grid, parameters is not None
     )
     member_parameters: list[Any] = []
     checked_parameters: dict[int, Any] = {}
@@ -270,17 +282,6 @@ def compute_dynamics_batch(
                 except (TypeError, ValueError) as error:
                     raise type(error)(f"batch member {m}: {error}") from error
             member_parameters.append(checked_parameters[original])
-    d = systems_b[0].dimension
-    recorded = num_steps + 1 if record_all else min(num_steps, 1) + 1
-    checks.affordable_run(
-        num_steps,
-        d,
-        recorded * batch,
-        "compute_dynamics_batch",
-        members=batch,
-        unit="member steps",
-        cause=f"num_steps={num_steps}, {batch} members",
-    )
 
     with hot_loop_threads():  # (small matrices: one BLAS thread, also for the expms)
         readouts = _run_chunks(
