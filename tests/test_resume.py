@@ -35,15 +35,19 @@ def model():
     return namespace["bath"], namespace["parameters"], namespace["options"]
 
 
-def start_build(filename: str) -> subprocess.Popen:
-    """The streamed build of ``model()`` in its own process, checkpointing every chunk."""
+def start_build(filename: str, by_bytes: bool = False) -> subprocess.Popen:
+    """The streamed build of ``model()`` in its own process, checkpointing every chunk:
+    by its interval (0 s), or ``by_bytes``: by the bound on the step tensors it holds
+    (0 bytes, an interval of an hour)."""
+    interval = 3600.0 if by_bytes else 0.0
     script = (
         "import nonmarkov as nm\n"
+        + ("import nonmarkov.methods.pt_tempo as build\nbuild.CHECKPOINT_BYTES = 0\n" * by_bytes)
         + MODEL.format(options=OPTIONS)
         + textwrap.dedent(
             f"""
         nm.PtTempo(bath, 0.0, {END}, parameters, process_tensor_file={filename!r},
-                   options=options, checkpoint_interval=0.0).compute(progress_type="silent")
+                   options=options, checkpoint_interval={interval}).compute(progress_type="silent")
         """
         )
     )
@@ -61,9 +65,10 @@ def checkpoint_step(checkpoint: str) -> int:
 
 @pytest.mark.slow
 def test_a_killed_build_resumes_to_the_same_process_tensor(tmp_path):
+    """(Its checkpoints come from the bound on the step tensors held in memory.)"""
     filename = str(tmp_path / "pt.hdf5")
     checkpoint = filename + ".checkpoint.npz"
-    process = start_build(filename)
+    process = start_build(filename, by_bytes=True)
     deadline = time.monotonic() + 300.0
     while checkpoint_step(checkpoint) < 30 and process.poll() is None:
         if time.monotonic() > deadline:

@@ -83,7 +83,10 @@ class PtTempo:
         as an uninterrupted build. Without a checkpoint the build starts afresh.
     checkpoint_interval : seconds between checkpoints of a streamed build (the
         memory window and its position, next to the file; the step tensors are
-        written to the file at each checkpoint), or None for none. A build that
+        written to the file at each checkpoint, and a checkpoint comes sooner
+        when they would hold more than ``CHECKPOINT_BYTES`` of this module in
+        memory), or
+        None for none. A build that
         is killed or raises keeps its temporary file and checkpoint for ``resume``.
     """
 
@@ -380,7 +383,8 @@ class PtTempo:
                 progress.update(count)
                 interval = self._checkpoint_interval
                 if interval is not None and step < self._num_steps:
-                    if time.monotonic() - last_checkpoint >= interval:
+                    due = time.monotonic() - last_checkpoint >= interval
+                    if due or sink.pending_bytes > CHECKPOINT_BYTES:
                         self._save_checkpoint(engine, sink, step)
                         last_checkpoint = time.monotonic()
             window, log_scale = engine.host_window()
@@ -400,6 +404,10 @@ class PtTempo:
 
 
 CHECKPOINT_SUFFIX = ".checkpoint.npz"
+
+#: The most bytes of step tensors a checkpointed build holds in memory before it
+#: writes them to its file (a checkpoint sooner than its interval).
+CHECKPOINT_BYTES = 256 * 2**20
 
 
 @dataclasses.dataclass
@@ -433,11 +441,13 @@ class _StepSink:
         self.count = len(target)
         self._buffered = buffered
         self._pending: list[Any] = []
+        self.pending_bytes = 0  # of the buffered step tensors
 
     def _write(self, site: Any, share: float) -> None:
         tensor = default_np.transpose(default_np.asarray(site), (2, 0, 1)) * math.exp(share)
         if self._buffered:
             self._pending.append(tensor)
+            self.pending_bytes += tensor.nbytes
         else:
             self.target.set(len(self.target), tensor)
         self.count += 1
@@ -448,6 +458,7 @@ class _StepSink:
         for tensor in self._pending:
             self.target.set(len(self.target), tensor)
         self._pending = []
+        self.pending_bytes = 0
 
     def add(self, site: Any, log_scale: float, num_normalised: int) -> None:
         """A site finalised after ``num_normalised`` normalisations summing to ``log_scale``."""
