@@ -30,12 +30,6 @@ def _used_columns(matrix: Any, bond: int) -> Any:
     return used.astype(matrix.dtype)
 
 
-def _pad_to(array: Any, shape: tuple[int, ...]) -> Any:
-    """``array`` padded with zeros at the end of every axis to ``shape``."""
-    _, jnp, _ = jax_modules()
-    return jnp.pad(array, [(0, total - have) for have, total in zip(array.shape, shape)])
-
-
 def extent(array: Any, axis: int) -> Any:
     """Used length of ``axis``: one past the last index with a nonzero entry (int32)."""
     _, jnp, _ = jax_modules()

@@ -45,7 +45,6 @@ from ..base import DEVICES, PreparedProcessTensor, TebdCapabilities, TebdSpec
 from ..eager_tebd import EagerTebdEngine
 from ..shared import GaugedChain
 from . import placement, planner
-from .modules import jax_modules
 from .tebd_program import (
     GATE,
     LEFT,
@@ -281,15 +280,15 @@ class JaxTebdEngine(GaugedChain):
         return read
 
     def _grow(self, size: int, wanted: int) -> None:
-        """Pad every inner bond of the program's start to bucket ``size``."""
-        _, jnp, _ = jax_modules()
+        """Pad every inner bond of the program's start to bucket ``size`` (on the host:
+        an eager pad on the device would compile a program per site shape)."""
         extra = size - self.stats.bond
         last = len(self._sites) - 1
         for k, site in enumerate(self._sites):
-            self._sites[k] = jnp.pad(
-                site,
-                ((0, extra if k > 0 else 0), (0, 0), (0, 0), (0, extra if k < last else 0)),
-            )
+            left, physical, leg, right = site.shape
+            left, right = left + (extra if k > 0 else 0), right + (extra if k < last else 0)
+            shape = (left, physical, leg, right)
+            self._sites[k] = self._put(zero_padded(site, shape))
         reason = f"rank {wanted} outgrew bucket {self.stats.bond}: bucket {size}"
         self.decisions.append(("bond", planner.COMPILED, reason))
         self.stats.bond = size
