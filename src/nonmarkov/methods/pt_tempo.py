@@ -239,9 +239,17 @@ class PtTempo:
 
     def _drop_checkpoint(self, keep_partial: bool = False) -> None:
         """Remove a checkpoint of this target (and, unless ``keep_partial``, the
-        temporary file it points to)."""
+        temporary file it points to), and what a checkpoint write cut short left
+        (``.tmp-<random><checkpoint name>`` beside it)."""
         checkpoint = self.checkpoint_file
-        if checkpoint is None or not os.path.exists(checkpoint):
+        if checkpoint is None:
+            return
+        folder, name = os.path.split(os.path.abspath(checkpoint))
+        for leftover in os.listdir(folder):
+            if leftover.startswith(".tmp-") and leftover.endswith(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(folder, leftover))
+        if not os.path.exists(checkpoint):
             return
         if not keep_partial:
             with contextlib.suppress(Exception):
