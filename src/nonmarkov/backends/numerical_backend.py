@@ -16,6 +16,7 @@ on both backends.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import threading
@@ -41,6 +42,9 @@ class _State:
     linalg_module: ModuleType
 
 
+_jax_loaded: list[bool] = []
+
+
 def _load_jax() -> tuple[ModuleType, ModuleType]:
     try:
         jnp = importlib.import_module("jax.numpy")
@@ -50,6 +54,14 @@ def _load_jax() -> tuple[ModuleType, ModuleType]:
             "the 'jax' backend was requested but JAX is not installed; "
             f"install it with: {config.JAX_INSTALL_HINT}"
         ) from error
+    if not _jax_loaded:
+        _jax_loaded.append(True)
+        # JAX's import brings some 65,000 long-lived objects (modules, functions,
+        # tracing rules) that every full collection of the garbage collector would walk
+        # again: a short run of many small arrays spent more time there than computing.
+        # In the permanent generation the collector skips them; reference counting
+        # still frees them.
+        gc.freeze()
     return jnp, jla
 
 
