@@ -190,9 +190,15 @@ def sketch_bucket(width: int, bond: int, num_rows: int, dim_m: int) -> int:
     return min(max(SKETCH_BUCKET, 1 << max(int(width) - 1, 0).bit_length()), bond * num_rows)
 
 
+def next_bond(plan: Plan, largest_seen: int, largest_rank: int) -> int:
+    """The bond bucket of the next plan: the plan's, or the one that holds the largest
+    bond seen (buckets never shrink)."""
+    return max(plan.bond, bond_bucket(max(largest_seen, largest_rank)))
+
+
 def next_plan(plan: Plan, stats: WindowStats, options: EngineOptions) -> Plan:
     """The plan for the next steps (see the module docstring)."""
-    bond = max(plan.bond, bond_bucket(max(stats.largest_seen, stats.largest_rank)))
+    bond = next_bond(plan, stats.largest_seen, stats.largest_rank)
     rising = stats.largest_rank > stats.largest_seen
     chunk = 1 if rising else min(2 * plan.chunk, options.chunk)
     if stats.compiled_seconds > 0.0 and not options.deterministic:

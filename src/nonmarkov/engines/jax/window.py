@@ -147,7 +147,7 @@ class JaxWindowEngine:
     def _sketches_on_accelerator(self, largest: int) -> bool:
         """Whether the planner's next bucket sketches on an accelerator (JAX's devices
         asked only then: plain cuts on the host never start JAX's backend)."""
-        bond = max(self.plan.bond, bond_bucket(max(self._largest_seen, largest)))
+        bond = planner.next_bond(self.plan, self._largest_seen, largest)
         sketched = not planner.plain_cuts(bond, self._num_rows, self._dim_m)
         return sketched and self._accelerator(bond)
 
