@@ -100,9 +100,21 @@ class DiscretisedInfluence:
 
     @classmethod
     def from_parameters(
-        cls, bath: Bath, parameters: TempoParameters, unique: bool = False
+        cls, bath: Bath, parameters: TempoParameters, unique: bool = False, tail: bool = False
     ) -> DiscretisedInfluence:
-        """The influence of ``bath`` on the grid and memory cut of ``TempoParameters``."""
+        """The influence of ``bath`` on the grid and memory cut of ``TempoParameters``;
+        ``tail``: the caller carries ``parameters.exponential_tail`` (else it is refused)."""
+        if parameters.exponential_tail and not tail:
+            raise ValueError(
+                "exponential_tail is run by TEMPO (tempo_compute, Tempo, MeanFieldTempo) "
+                "only; for a process tensor use exponential_tail=False"
+            )
+        if parameters.exponential_tail and not hasattr(bath.correlations, "exponential_terms"):
+            raise ValueError(
+                "exponential_tail needs a bath whose correlation is a sum of exponentials "
+                "(DrudeLorentzSD or UnderdampedSD at T > 0); got "
+                f"{type(bath.correlations).__name__}"
+            )
         return cls(
             bath,
             parameters.dt,
@@ -224,6 +236,45 @@ class DiscretisedInfluence:
         if self.lumps and lag == self.last_lag:
             return self._factor(self.s_plus - self.s_minus, self.lumped_eta(None))
         return self.lag_matrix(lag)
+
+    def tail_modes(self, epsrel: float) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """The bath's memory beyond the cut (lags > K = ``last_lag``) as modes.
+
+        Each exponential term c e^{-z tau} of C (``exponential_terms`` of the bath's
+        correlations: those whose weight beyond the cut is at least epsrel / max|s+ - s-|^2)
+        gives eta_j = a r^j exactly, r = e^{-z dt}, a = c (1 - e^{-z dt})(e^{z dt} - 1) / z^2,
+        and couples a new point to an old one by exp(-(s+ - s-)_new r^j (a s+ - a^* s-)_old)
+        (one mode for a real rate; for a complex rate the two parts a s+ and -a^* s- decay
+        at r and r^*: two modes). Returns the rates r (M,) and injections (M, m): the
+        amplitude each class of an old point gives its mode, per unit r^j.
+        """
+        if self.last_lag is None:
+            raise ValueError("tail modes need a memory cut")
+        largest = max(float(default_np.max(default_np.abs(self.row_differences))), 1e-300)
+        exponential_terms = getattr(self.bath.correlations, "exponential_terms", None)
+        if exponential_terms is None:
+            raise ValueError("tail modes need a correlation that is a sum of exponentials")
+        terms = exponential_terms(self.last_lag * self.dt, epsrel / largest**2)
+        rates: list[complex] = []
+        injections: list[default_np.ndarray] = []
+
+        def add(rate: complex, injection: default_np.ndarray) -> None:
+            for i, known in enumerate(rates):  # modes of one rate are one mode
+                if abs(known - rate) <= 1e-12 * abs(rate):
+                    injections[i] = injections[i] + injection
+                    return
+            rates.append(rate)
+            injections.append(injection)
+
+        for c, z in terms:
+            zdt = z * self.dt
+            a = c * (-default_np.expm1(-zdt)) * default_np.expm1(zdt) / z**2
+            r = complex(default_np.exp(-zdt))
+            if abs(z.imag) <= 1e-12 * abs(z):
+                r = complex(r.real)
+            add(r, a * self.s_plus)
+            add(r.conjugate(), -a.conjugate() * self.s_minus)
+        return default_np.array(rates, dtype=complex), default_np.array(injections, dtype=complex)
 
     def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).

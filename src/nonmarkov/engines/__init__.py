@@ -34,7 +34,7 @@ from .base import (
 )
 from .eager_chain import EagerChainEngine, in_memory
 from .eager_tebd import EagerTebdEngine
-from .eager_window import EagerWindowEngine
+from .eager_window import EagerWindowEngine, HostWindowEngine
 
 #: the kinds of engine :func:`use_engines` can put in place
 ENGINE_KINDS = ("window", "chain", "tebd")
@@ -92,6 +92,8 @@ def _window(spec: WindowSpec, options: EngineOptions | None, resume: bool) -> Wi
     engine: WindowEngine
     if "window" in _IN_PLACE:
         engine = _IN_PLACE["window"](spec, options)
+    elif spec.tail is not None and np.backend_name == "jax":  # not compiled: on the host
+        engine = HostWindowEngine(spec, options)
     elif np.backend_name == "jax":
         from .jax.window import JaxWindowEngine
 
@@ -103,6 +105,8 @@ def _window(spec: WindowSpec, options: EngineOptions | None, resume: bool) -> Wi
         raise _refuse(
             engine, "window", f"oldest={spec.oldest!r}", f"it runs {list(declared.modes)}"
         )
+    if spec.tail is not None and not declared.tail:
+        raise _refuse(engine, "window", "tail modes", "use exponential_tail=False")
     if resume and not declared.resume:
         raise _refuse(engine, "window", "resume", "it cannot hand over its window")
     return engine

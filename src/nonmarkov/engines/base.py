@@ -48,11 +48,13 @@ class WindowCapabilities:
     resume : whether it gives its window back and continues from one
         (``host_window``, ``load_window``: a resumed PT-TEMPO build).
     devices : the platforms it computes on (:data:`DEVICES`).
+    tail : whether it runs exponential tail modes (``spec.tail``).
     """
 
     modes: tuple[str, ...] = OLDEST_MODES
     resume: bool = True
     devices: tuple[str, ...] = ("cpu",)
+    tail: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +124,9 @@ class WindowSpec:
         at lag ``memory``), in place of ``lag_rows(memory)``: the lumped
         coupling of a memory cut with an extra correlation time. Engines keep
         the device copy of a returned array while the same object comes back.
+    tail : optional (couple (r, D, D), merge (m, D, D)) of exponential tail modes
+        (:mod:`nonmarkov.kernels.tail`, ``'trace'`` only): a point that leaves the
+        window goes into a last site of D mode states instead of being traced.
     """
 
     front: Any
@@ -136,6 +141,7 @@ class WindowSpec:
     oldest: str
     max_rank: int | None = None
     leaving_rows: Callable[[int], Any] | None = None
+    tail: tuple[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.oldest not in OLDEST_MODES:
@@ -145,6 +151,8 @@ class WindowSpec:
                 f"a lumped coupling to the leaving point needs a memory of >= 2 points; "
                 f"got memory={self.memory}"
             )
+        if self.tail is not None and (self.oldest != "trace" or self.memory is None):
+            raise ValueError("tail modes need a 'trace' window with a memory cut")
 
     def leaving(self, step: int) -> Any:
         """Rows (r, m) of the coupling at lag ``memory`` in window step ``step``

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as default_np
 
 from ..backends.host import to_backend
-from ..backends.numerical_backend import np
+from ..backends.numerical_backend import np, numpy_in_this_thread
 from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
 from ..options import EngineOptions, resolve
 from .base import (
@@ -33,7 +33,7 @@ class EagerWindowEngine:
     """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
     on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
 
-    capabilities = WindowCapabilities()
+    capabilities = WindowCapabilities(tail=True)
     steps_per_call = 1
 
     def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
@@ -54,6 +54,7 @@ class EagerWindowEngine:
         m = self._projector.shape[1]
         self._pt_between = default_np.ones((m, m))
         self._sweep = host_sweep(options)
+        self._tail = None if spec.tail is None else tuple(to_backend(a) for a in spec.tail)
 
     @property
     def memory(self) -> int:
@@ -70,10 +71,16 @@ class EagerWindowEngine:
             self._lags.append(to_backend(self._spec.lag_rows(len(self._lags) + 2)))
         return self._lags[:count]
 
+    def _has_tail_site(self, window: Sequence[Any]) -> bool:
+        """Whether the last site of ``window`` holds the tail modes (spec.tail): from
+        the step the window first filled, it holds one site more than the memory."""
+        return self._tail is not None and len(window) > self._memory
+
     def _step(self, between: Any) -> Any:
         """One step of the window; returns the finalised site or None."""
         window = self._window
-        n = len(window)
+        tail_site = self._has_tail_site(window)
+        n = len(window) - tail_site
         full = self._memory and n >= self._memory
         oldest = ("trace" if self._spec.oldest == "trace" else "finalize") if full else "keep"
         theta = np.einsum("ba,ac,ar->bcr", self._between(between), self._projector, window[0][0])
@@ -82,6 +89,10 @@ class EagerWindowEngine:
         leaving = self._spec.leaving(self.steps)
         if leaving is not None:
             site_lags = site_lags[:-1] + [self._leaving(leaving)]
+        if self._tail is not None:
+            oldest = "keep"
+            if tail_site:
+                site_lags = site_lags + [self._tail[0]]
         window, done = advance_window(
             window,
             theta,
@@ -94,11 +105,25 @@ class EagerWindowEngine:
             self._spec.max_rank,
             self._sweep,
         )
+        if self._tail is not None and full:
+            window = self._into_tail(window, tail_site)
         holder = NORM_SITE[self._sweep]
         window[holder], log_norm = normalise(window[holder])
         self._window = window
         self._log_scale += log_norm
         return done
+
+    def _into_tail(self, window: list[Any], tail_site: bool) -> list[Any]:
+        """Merge the point that leaves the window (its oldest regular site) into the
+        tail site (the vacuum, the first time): tail[l, q, r] = sum leaving[l, c, k]
+        modes[k, n, r] merge[c, q, n]."""
+        modes = window.pop() if tail_site else None
+        leaving = window.pop()
+        if modes is None:
+            merged = np.einsum("lck,cq->lqk", leaving, self._tail[1][:, :, 0])  # type: ignore[index]
+        else:
+            merged = np.einsum("lck,knr,cqn->lqr", leaving, modes, self._tail[1])  # type: ignore[index]
+        return window + [merged]
 
     def _largest_bond(self) -> int:
         return max(site.shape[2] for site in self._window)
@@ -111,7 +136,8 @@ class EagerWindowEngine:
         for between, second in propagators:
             self._step(between)
             window = self._window
-            vector, log_rest = trace_vectors(window[1:]) if len(window) > 1 else (None, 0.0)
+            vacuum = 0 if self._has_tail_site(window) else None
+            vector, log_rest = trace_vectors(window[1:], vacuum) if len(window) > 1 else (None, 0.0)
             state = window[0][0] if vector is None else window[0][0] @ vector
             state = np.to_host(state).reshape(-1) * math.exp(self._log_scale + log_rest)
             readouts.append(self._out_map @ (second @ state))
@@ -151,3 +177,34 @@ class EagerWindowEngine:
         self.steps = int(steps)
         self._window = [to_backend(site) for site in window]
         self._log_scale = float(log_scale)
+
+
+class HostWindowEngine(EagerWindowEngine):
+    """The eager window engine on NumPy whatever the active backend: the engine of a
+    window that the compiled JAX engine does not run (exponential tail modes)."""
+
+    def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
+        with numpy_in_this_thread():
+            super().__init__(spec, options)
+
+    def advance(
+        self, propagators: Sequence[tuple[Any, Any]]
+    ) -> tuple[default_np.ndarray, list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance`."""
+        with numpy_in_this_thread():
+            return super().advance(propagators)
+
+    def advance_finalize(self, num_steps: int) -> tuple[list[tuple[Any, float]], list[int]]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.advance_finalize`."""
+        with numpy_in_this_thread():
+            return super().advance_finalize(num_steps)
+
+    def host_window(self) -> tuple[list[default_np.ndarray], float]:
+        """See :meth:`~nonmarkov.engines.base.WindowEngine.host_window`."""
+        with numpy_in_this_thread():
+            return super().host_window()
+
+    def load_window(self, window: Sequence[Any], log_scale: float, steps: int = 0) -> None:
+        """See :meth:`EagerWindowEngine.load_window`."""
+        with numpy_in_this_thread():
+            super().load_window(window, log_scale, steps)

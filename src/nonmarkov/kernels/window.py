@@ -58,16 +58,19 @@ def normalise(front: Any) -> tuple[Any, float]:
     return front / norm, math.log(norm)
 
 
-def trace_vectors(sites: list[Any]) -> tuple[Any, float]:
-    """Contract sites (all classes summed) from the oldest to site 0.
+def trace_vectors(sites: list[Any], last_index: int | None = None) -> tuple[Any, float]:
+    """Contract sites (all classes summed) from the oldest to site 0; with
+    ``last_index`` the oldest site is read at that index instead of summed (the
+    vacuum of tail modes, :mod:`nonmarkov.kernels.tail`).
 
     Returns the vector (k,) on site 0's left bond (divided by a scale to stay
     in range) and the log of that scale.
     """
     vector = np.ones((1,), dtype=sites[-1].dtype) if sites else None
     log_scale = 0.0
-    for site in reversed(sites):
-        vector = site.sum(axis=1) @ vector
+    for position, site in enumerate(reversed(sites)):
+        closed = site[:, last_index, :] if position == 0 and last_index is not None else None
+        vector = (site.sum(axis=1) if closed is None else closed) @ vector
         norm = float(np.to_host(np.max(np.abs(vector))))
         if norm > 0.0:
             vector = vector / norm
@@ -83,9 +86,12 @@ def _times(site: Any, matrix: Any) -> Any:
 
 
 def _couple(site: Any, lag: Any) -> Any:
-    """Site M[l, p, r] times lag I[c, p], as (c, l, p * r)."""
+    """Site M[l, p, r] times lag I[c, p] (or a matrix per row, I[c, q, p]), as (c, l, p * r)."""
     chi_l, dim_p, chi_r = site.shape
-    coupled = site[None, :, :, :] * lag[:, None, :, None]
+    if lag.ndim == 3:
+        coupled = np.einsum("cqp,lpr->clqr", lag, site)
+    else:
+        coupled = site[None, :, :, :] * lag[:, None, :, None]
     return coupled.reshape(lag.shape[0], chi_l, dim_p * chi_r)
 
 
@@ -183,6 +189,9 @@ def zip_up_from_oldest(
     """Couple the new point to the window from the oldest site to the newest,
     cutting every bond with ``epsrel`` on the way.
 
+    A lag given as a matrix per row, (r, q, p), acts on the index of the oldest
+    site (the tail modes, :mod:`nonmarkov.kernels.tail`).
+
     Site j (oldest first) times its lag matrix and the carry from the older
     sites, ``T[(l, c), (p, k)]``, is split by a truncated SVD: ``vh`` becomes
     the site (right-orthonormal), ``u s`` the carry ``((l, c), k')`` to site
@@ -208,7 +217,10 @@ def zip_up_from_oldest(
         site, lag = sites[j], site_lags[j - 1]
         chi_l, dim_p, chi_r = site.shape
         if carry is None:
-            weighted = site[None, :, :, :] * lag[:, None, :, None]  # (c, l, p, r)
+            if lag.ndim == 3:  # a matrix per carrier row on the oldest site's index
+                weighted = np.einsum("cqp,lpr->clqr", lag, site)
+            else:
+                weighted = site[None, :, :, :] * lag[:, None, :, None]  # (c, l, p, r)
             if oldest == "trace":
                 carry = np.sum(weighted, axis=(2, 3)).T.reshape(chi_l * num_rows, 1)
                 continue

@@ -55,6 +55,12 @@ class TempoParameters:
         None for midpoint sampling of time-dependent Liouvillians.
     liouvillian_epsrel : relative accuracy of those quadratures.
     name, description : optional text.
+    exponential_tail : carry the bath's memory beyond the cut exactly, as modes
+        (TEMPO with a memory cut; a bath whose correlation is a sum of
+        exponentials: :class:`~nonmarkov.DrudeLorentzSD`,
+        :class:`~nonmarkov.UnderdampedSD` at T > 0). The window then needs to
+        cover only the part of C(t) that is not an exponential carried as a mode
+        (the Matsubara terms that decay before ``tcut``). See docs/heom_comparison.md.
     """
 
     def __init__(
@@ -68,6 +74,7 @@ class TempoParameters:
         liouvillian_epsrel: float = config.DEFAULT_LIOUVILLIAN_EPSREL,
         name: str | None = None,
         description: str | None = None,
+        exponential_tail: bool = False,
     ):
         self._dt = check.positive_number(dt, "dt")
         self._epsrel = _check_epsrel(epsrel)
@@ -92,6 +99,17 @@ class TempoParameters:
                 add_correlation_time, "add_correlation_time", allow_infinity=True
             )
         self._add_correlation_time = add_correlation_time
+        self._exponential_tail = check.boolean(exponential_tail, "exponential_tail")
+        if self._exponential_tail and self._dkmax is None:
+            raise ValueError(
+                "exponential_tail carries the bath's memory beyond a memory cut: give tcut "
+                "or dkmax (without a cut the whole memory is in the window already)"
+            )
+        if self._exponential_tail and add_correlation_time:
+            raise ValueError(
+                "exponential_tail and add_correlation_time both stand for the memory beyond "
+                "the cut; give one of them"
+            )
         if subdiv_limit is not None:
             given: Any = subdiv_limit
             if isinstance(given, float) and given.is_integer():
@@ -116,6 +134,13 @@ class TempoParameters:
     def add_correlation_time(self) -> float | None:
         """Extra correlation time beyond the memory cut, or None."""
         return self._add_correlation_time
+
+    @property
+    def exponential_tail(self) -> bool:
+        """Whether the bath's exponential correlation terms beyond the memory cut are
+        carried as modes (TEMPO; :class:`~nonmarkov.DrudeLorentzSD` and
+        :class:`~nonmarkov.UnderdampedSD` at T > 0)."""
+        return self._exponential_tail
 
     @property
     def subdiv_limit(self) -> int | None:
@@ -145,7 +170,8 @@ class TempoParameters:
     def __str__(self) -> str:
         return (
             f"TempoParameters(dt={self.dt}, epsrel={self.epsrel}, dkmax={self.dkmax}, "
-            f"tcut={self.tcut}, add_correlation_time={self.add_correlation_time})"
+            f"tcut={self.tcut}, add_correlation_time={self.add_correlation_time}"
+            + (", exponential_tail=True)" if self.exponential_tail else ")")
         )
 
     __repr__ = __str__

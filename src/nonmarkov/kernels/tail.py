@@ -1,0 +1,145 @@
+"""Kernels of the exponential tail: the memory beyond a window's cut held by modes.
+
+A bath correlation that beyond lag K is a sum of exponentials couples a new
+point k (row value x_k = s+ - s-) to every older point k' (lag j > K) by
+
+    exp(sum_m alpha_k beta_m(k') r_m^j),   alpha_k = -x_k,
+
+with a rate r_m and an injection beta_m(class) per mode. A sum of products
+alpha beta r^j is what one bosonic mode per term gives: with [a, a^dag] = 1,
+<0| e^{alpha a} r^{j a^dag a} e^{beta a^dag} |0> = exp(alpha beta r^j). So a
+point that leaves the window is put into the modes (e^{beta r^{K+1} a^dag}),
+the modes decay by r per step (r^{a^dag a}), a new point is coupled by
+e^{alpha a}, and a read-out closes the modes with the vacuum <0|: the
+product over all pairs comes out exactly, up to the truncation of the mode
+space to occupations n_1 + ... + n_M <= depth (a hierarchy, as in the
+hierarchical equations of motion; the coupling e^{alpha a} is exact there,
+the injection loses the terms beyond the depth).
+
+Here: the index set, the per-row coupling matrices and the per-class merge
+matrices (host NumPy arrays, built once per run), and the depth rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as default_np
+import scipy.sparse
+
+#: the largest mode space a run may hold (occupation vectors)
+MAX_TAIL_STATES = 1000
+#: the deepest hierarchy the depth rule picks
+MAX_DEPTH = 24
+
+
+def occupations(num_modes: int, depth: int) -> list[tuple[int, ...]]:
+    """The occupation vectors n (num_modes,) with sum(n) <= depth; the vacuum first."""
+    return sorted(
+        (n for n in itertools.product(range(depth + 1), repeat=num_modes) if sum(n) <= depth),
+        key=lambda n: (sum(n), n),
+    )
+
+
+def _lowering(states: list[tuple[int, ...]], mode: int) -> scipy.sparse.csr_matrix:
+    """a_mode on the truncated space, (D, D) sparse: a |n> = sqrt(n_mode) |n - e_mode>."""
+    position = {n: i for i, n in enumerate(states)}
+    rows, columns, values = [], [], []
+    for column, n in enumerate(states):
+        if n[mode] > 0:
+            rows.append(position[n[:mode] + (n[mode] - 1,) + n[mode + 1 :]])
+            columns.append(column)
+            values.append(math.sqrt(n[mode]))
+    size = len(states)
+    return scipy.sparse.csr_matrix((values, (rows, columns)), shape=(size, size))
+
+
+def _exp_nilpotent(generator: scipy.sparse.spmatrix, depth: int) -> default_np.ndarray:
+    """exp(X) for X that changes the total occupation by one (X^(depth+1) = 0 on the
+    truncated space): the series to X^depth / depth!, dense (D, D)."""
+    term = default_np.eye(generator.shape[0], dtype=complex)
+    total = term.copy()
+    for n in range(1, depth + 1):
+        term = (generator @ term) / n
+        total += term
+    return total
+
+
+def tail_depth(
+    rates: default_np.ndarray,
+    injections: default_np.ndarray,
+    row_differences: default_np.ndarray,
+    first_lag: int,
+    epsrel: float,
+) -> int:
+    """The smallest depth L >= 1 with s^(L+1) / (L+1)! <= epsrel, where s bounds the
+    tail's total exponent: max|x| sum_m max|beta_m| |r_m|^first_lag / (1 - |r_m|)."""
+    moduli = default_np.abs(rates)
+    total = float(
+        default_np.max(default_np.abs(row_differences))
+        * default_np.sum(
+            default_np.max(default_np.abs(injections), axis=1) * moduli**first_lag / (1 - moduli)
+        )
+    )
+    for depth in range(1, MAX_DEPTH + 1):
+        if total ** (depth + 1) / math.factorial(depth + 1) <= epsrel:
+            return depth
+    return MAX_DEPTH
+
+
+def tail_operators(
+    rates: default_np.ndarray,
+    injections: default_np.ndarray,
+    row_differences: default_np.ndarray,
+    first_lag: int,
+    depth: int,
+) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """The matrices of the modes on their truncated space (D states, ``occupations``).
+
+    Parameters
+    ----------
+    rates : (M,) decay of each mode per step.
+    injections : (M, m) amplitude beta_m of each class of a leaving point.
+    row_differences : (r,) the values x = s+ - s- of the carrier rows.
+    first_lag : the lag of a point when it first couples through the modes (K + 1).
+    depth : the largest total occupation kept.
+
+    Returns
+    -------
+    couple : (r, D, D) e^{-x sum_m a_m} per row x (a new point's coupling).
+    merge : (m, D, D) e^{sum_m beta_m(c) r_m^first_lag a_m^dag} r^{a^dag a} per class c
+        (the modes decay by one step, then take the point that leaves the window).
+    """
+    num_modes = len(rates)
+    states = occupations(num_modes, depth)
+    if len(states) > MAX_TAIL_STATES:
+        raise ValueError(
+            f"the bath's tail needs {num_modes} modes to depth {depth}: {len(states)} states "
+            f"(at most {MAX_TAIL_STATES}); use a longer memory cut (tcut), so that fewer "
+            "Matsubara terms outlast it"
+        )
+    lowering = [_lowering(states, mode) for mode in range(num_modes)]
+    # each mode's coupling and injection scaled to the same size (their product is what
+    # counts): the mode states then carry the tail's weight evenly, and the window's
+    # truncation (relative to the largest singular value) sees them at their importance
+    entering = (
+        default_np.max(default_np.abs(injections), axis=1) * default_np.abs(rates) ** first_lag
+    )
+    largest_row = float(default_np.max(default_np.abs(row_differences)))
+    scales = default_np.sqrt(
+        default_np.where(entering > 0, entering / max(largest_row, 1e-300), 1.0)
+    )
+    total = sum(scale * lower for scale, lower in zip(scales, lowering))
+    couple = default_np.array([_exp_nilpotent(-x * total, depth) for x in row_differences])
+    decay = default_np.array(
+        [default_np.prod([rates[mode] ** n[mode] for mode in range(num_modes)]) for n in states]
+    )
+    merge = []
+    for c in range(injections.shape[1]):
+        raising = sum(
+            injections[mode, c] * rates[mode] ** first_lag / scales[mode] * lowering[mode].T
+            for mode in range(num_modes)
+        )
+        merge.append(_exp_nilpotent(scipy.sparse.csr_matrix(raising), depth) * decay[None, :])
+    return couple.astype(complex), default_np.array(merge, dtype=complex)

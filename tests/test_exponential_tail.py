@@ -1,0 +1,180 @@
+"""TEMPO with the bath's memory beyond the cut carried by exponential tail modes
+(``TempoParameters(exponential_tail=True)``): the mode algebra, exact
+independent-boson dynamics with a memory cut far shorter than the bath's memory,
+agreement with long-memory TEMPO on a spin-boson model, and the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nonmarkov as nm
+from nonmarkov.kernels.tail import occupations, tail_depth, tail_operators
+
+
+def _random_modes(rng, complex_rates):
+    rates = np.array([0.8 * np.exp(0.3j), 0.8 * np.exp(-0.3j)] if complex_rates else [0.9, 0.7])
+    injections = 0.05 * (rng.normal(size=(len(rates), 4)) + 1j * rng.normal(size=(len(rates), 4)))
+    return rates, injections
+
+
+@pytest.mark.parametrize("complex_rates", [False, True])
+def test_the_modes_give_every_pair_its_factor(complex_rates):
+    """A sequence of points, each coupled to the modes and then put into them, closed
+    with the vacuum: the product over all pairs k > k' of
+    exp(-x_k sum_m beta_m(c_k') r_m^(first_lag + k - k' - 1))."""
+    rng = np.random.default_rng(7)
+    rates, injections = _random_modes(rng, complex_rates)
+    rows = np.array([0.0, 2.0, -2.0])
+    first_lag, depth = 3, 12
+    couple, merge = tail_operators(rates, injections, rows, first_lag, depth)
+    assert couple.shape[1] == len(occupations(len(rates), depth))
+    row_of = rng.integers(0, 3, size=6)
+    class_of = rng.integers(0, 4, size=6)
+    vector = np.zeros(couple.shape[1], dtype=complex)
+    vector[0] = 1.0
+    exponent = 0.0j
+    for k in range(6):
+        vector = couple[row_of[k]] @ vector
+        vector = merge[class_of[k]] @ vector
+        for older in range(k):
+            lag = first_lag + k - older - 1
+            exponent += -rows[row_of[k]] * np.sum(injections[:, class_of[older]] * rates**lag)
+    assert abs(exponent) > 0.05  # the modes carry a visible influence
+    np.testing.assert_allclose(vector[0], np.exp(exponent), rtol=1e-10)
+
+
+def test_the_depth_rule_bounds_the_dropped_terms():
+    rates = np.array([0.95])
+    injections = np.array([[0.01, -0.01, 0.02j, 0.0]])
+    rows = np.array([0.0, 2.0, -2.0])
+    shallow = tail_depth(rates, injections, rows, 5, 1e-4)
+    deep = tail_depth(rates, injections, rows, 5, 1e-12)
+    assert 1 <= shallow < deep
+
+
+def _independent_boson(correlations):
+    energies, couplings = (0.0, 1.3), (0.5, -0.5)
+    system = nm.System(np.diag(energies).astype(complex))
+    bath = nm.Bath(np.diag(couplings).astype(complex), correlations)
+    psi = np.array([0.8, 0.6 * np.exp(0.4j)])
+    return system, bath, np.outer(psi, psi.conj()), energies, couplings
+
+
+def _exact(correlations, rho0, energies, couplings, times):
+    """rho_nm(t) = rho_nm(0) e^{-i (E_n - E_m) t} e^{-(s_n - s_m)^2 G + i (s_n^2 - s_m^2) P},
+    G - i P = Phi(t) = int_0^t int_0^t' C(t' - t'') (``eta_function``)."""
+    phi = np.asarray(correlations.eta_function(times))
+    g, p = phi.real, -phi.imag
+    e, s = np.asarray(energies), np.asarray(couplings)
+    de, ds2, dsq = (
+        np.subtract.outer(e, e),
+        np.subtract.outer(s, s) ** 2,
+        np.subtract.outer(s**2, s**2),
+    )
+    return np.array(
+        [rho0 * np.exp(-1j * de * t - ds2 * gt + 1j * dsq * pt) for t, gt, pt in zip(times, g, p)]
+    )
+
+
+@pytest.mark.parametrize(
+    "correlations",
+    [
+        nm.DrudeLorentzSD(reorganisation_energy=0.3, cutoff=1.0, temperature=0.5),
+        nm.UnderdampedSD(reorganisation_energy=0.2, frequency=2.0, damping=0.6, temperature=1.0),
+    ],
+    ids=["drude-lorentz", "underdamped"],
+)
+def test_independent_boson_is_exact_with_a_short_cut(correlations):
+    """[H_S, S] = 0: TEMPO has no splitting error, so with the memory beyond a cut of
+    0.6 (a tenth of the run, where the bath's memory lasts ~10) carried by the modes
+    the coherence is the exact one to the truncation's accuracy; without them the cut
+    costs more than 1e-3."""
+    system, bath, rho0, energies, couplings = _independent_boson(correlations)
+    dt, end = 0.1, 6.0
+    times = dt * np.arange(int(round(end / dt)) + 1)
+    exact = _exact(correlations, rho0, energies, couplings, times)
+    errors = {}
+    for tail in (True, False):
+        parameters = nm.TempoParameters(dt=dt, tcut=0.6, epsrel=1e-10, exponential_tail=tail)
+        dynamics = nm.tempo_compute(
+            system, bath, rho0, 0.0, end, parameters, progress_type="silent"
+        )
+        errors[tail] = np.max(np.abs(np.asarray(dynamics.states) - exact))
+    assert np.max(np.abs(exact[:, 0, 1] - rho0[0, 1] * np.exp(1.3j * times))) > 0.05
+    assert errors[True] < 2e-7
+    assert errors[False] > 1e-3
+
+
+def test_spin_boson_with_a_short_cut_matches_a_long_memory():
+    """A spin-boson model (sigma_x tunnelling): with the tail modes a cut of 1.2 gives
+    the dynamics of the whole memory; the same short cut without them is off by > 1e-2."""
+    sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
+    system = nm.System(0.25 * sz + 0.5 * sx)
+    bath = nm.Bath(sz, nm.DrudeLorentzSD(reorganisation_energy=0.1, cutoff=1.0, temperature=1.0))
+    rho0 = nm.operators.spin_dm("up")
+
+    def sigma_z(tcut, tail):
+        parameters = nm.TempoParameters(dt=0.2, tcut=tcut, epsrel=1e-9, exponential_tail=tail)
+        dynamics = nm.tempo_compute(
+            system, bath, rho0, 0.0, 8.0, parameters, progress_type="silent"
+        )
+        return np.asarray(dynamics.expectations(sz, real=True)[1])
+
+    long = sigma_z(None, False)
+    assert np.max(np.abs(sigma_z(1.2, True) - long)) < 5e-6
+    assert np.max(np.abs(sigma_z(1.2, False) - long)) > 1e-2
+
+
+def test_mean_field_tempo_runs_the_tail():
+    """MeanFieldTempo shares TEMPO's window: one system with a zero field coupling is
+    TEMPO, with or without the tail modes."""
+    sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
+    bath = nm.Bath(sz, nm.DrudeLorentzSD(reorganisation_energy=0.1, cutoff=1.0, temperature=1.0))
+    rho0 = nm.operators.spin_dm("up")
+    parameters = nm.TempoParameters(dt=0.2, tcut=1.0, epsrel=1e-9, exponential_tail=True)
+    tempo = nm.tempo_compute(
+        nm.System(0.5 * sx), bath, rho0, 0.0, 3.0, parameters, progress_type="silent"
+    )
+    system = nm.TimeDependentSystemWithField(lambda t, field: 0.5 * sx)
+    mean_field = nm.MeanFieldSystem([system], field_eom=lambda t, states, field: 0.0j)
+    result = nm.MeanFieldTempo(mean_field, [bath], parameters, [rho0], 0.0j, 0.0).compute(
+        3.0, progress_type="silent"
+    )
+    states = np.asarray(result.system_dynamics[0].states)
+    np.testing.assert_allclose(states, np.asarray(tempo.states), atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"exponential_tail": True}, "memory cut"),
+        ({"tcut": 1.0, "add_correlation_time": 1.0, "exponential_tail": True}, "one of them"),
+        ({"tcut": 1.0, "exponential_tail": "yes"}, "exponential_tail"),
+    ],
+)
+def test_parameters_refuse_what_the_tail_cannot_mean(keywords, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        nm.TempoParameters(dt=0.1, epsrel=1e-6, **keywords)
+
+
+@pytest.mark.parametrize(
+    ("correlations", "message"),
+    [
+        (nm.PowerLawSD(0.1, 1.0, 5.0, temperature=1.0), "sum of exponentials"),
+        (nm.DrudeLorentzSD(0.1, 1.0, temperature=0.0), "T = 0"),
+    ],
+)
+def test_a_bath_without_an_exponential_tail_is_refused(correlations, message):
+    parameters = nm.TempoParameters(dt=0.1, tcut=0.5, epsrel=1e-6, exponential_tail=True)
+    bath = nm.Bath(nm.operators.sigma("z"), correlations)
+    system = nm.System(0.5 * nm.operators.sigma("x"))
+    with pytest.raises(ValueError, match=message):
+        nm.Tempo(system, bath, parameters, nm.operators.spin_dm("up"), 0.0)
+
+
+def test_process_tensors_refuse_the_tail():
+    parameters = nm.TempoParameters(dt=0.1, tcut=0.5, epsrel=1e-6, exponential_tail=True)
+    bath = nm.Bath(nm.operators.sigma("z"), nm.DrudeLorentzSD(0.1, 1.0, temperature=1.0))
+    with pytest.raises(ValueError, match="TEMPO"):
+        nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, progress_type="silent")
