@@ -125,6 +125,11 @@ def _replace(text: str, old: str, new: str) -> str:
         ("temperature = 0.2", "temprature = 0.2", ["unknown key bath.temprature", "'temperature'"]),
         ("end = 1.0", "stop = 1.0", ["times.stop", "'start', 'end'"]),
         ("tcut = 0.3", "tcut = 0.3\ndkmax = 3", ["parameters", "tcut or dkmax"]),
+        (
+            "epsrel = 1e-6",
+            "epsrel = 1e-6\nexponential_tail = true",
+            ["parameters.exponential_tail", "sum of exponentials", "PowerLawSD"],
+        ),
         ("dt = 0.1", "dt = 0.1\nguess = true", ["parameters", "guess = true takes only"]),
         (
             "sigma_x = 0.5",

@@ -70,7 +70,16 @@ BATH_KEYS += ("cutoff_type",)
 BATH_KEYS += ("reorganisation_energy", "frequency", "damping", "file", "tail_width", "scale")
 BATH_KEYS += ("temperature", "name")
 METHOD_KEYS = ("name", "construction", "unique", "save_process_tensor")
-PARAMETER_KEYS = ("guess", "tolerance", "dt", "epsrel", "tcut", "dkmax", "add_correlation_time")
+PARAMETER_KEYS = (
+    "guess",
+    "tolerance",
+    "dt",
+    "epsrel",
+    "tcut",
+    "dkmax",
+    "add_correlation_time",
+    "exponential_tail",
+)
 TIMES_KEYS = ("start", "end")
 OUTPUT_KEYS = ("observables", "plot")
 CONVERGENCE_KEYS = ("tolerance", "observables", "max_cost", "max_seconds")
@@ -425,6 +434,20 @@ def _run(tree: dict, name: str) -> RunSpec:
             f"method 'tempo' takes exactly one bath; the spec has {len(bath_specs)} "
             "(use method 'pt-tempo' for several baths, or none)"
         )
+    if tempo_parameters is not None and tempo_parameters.exponential_tail:
+        if method["name"] != "tempo":
+            raise SpecError(
+                f"parameters.exponential_tail is run by method 'tempo' only; the spec's "
+                f"method is {method['name']!r}"
+            )
+        for spec in bath_specs:
+            correlations = None if spec.bath is None else spec.bath.correlations
+            if not hasattr(correlations, "exponential_terms"):
+                raise SpecError(
+                    "parameters.exponential_tail needs a bath whose correlation is a sum of "
+                    "exponentials (spectral_density = 'drude_lorentz' or 'underdamped', "
+                    f"temperature > 0); the bath is {type(correlations).__name__}"
+                )
     if parameters is None and len(bath_specs) != 1:
         raise SpecError(
             f"parameters: guess needs exactly one bath; the spec has {len(bath_specs)}: "

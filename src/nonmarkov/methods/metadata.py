@@ -46,6 +46,7 @@ def parameters_metadata(parameters: TempoParameters) -> dict:
         "dkmax": parameters.dkmax,
         "tcut": parameters.tcut,
         "add_correlation_time": parameters.add_correlation_time,
+        "exponential_tail": parameters.exponential_tail,
         "subdiv_limit": parameters.subdiv_limit,
         "liouvillian_epsrel": parameters.liouvillian_epsrel,
         "name": parameters.name,
