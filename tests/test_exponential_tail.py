@@ -106,18 +106,21 @@ def test_independent_boson_is_exact_with_a_short_cut(correlations):
     assert errors[False] > 1e-3
 
 
-def test_spin_boson_with_a_short_cut_matches_a_long_memory():
+@pytest.mark.parametrize("sweep", ["zip_up", "exact"])
+def test_spin_boson_with_a_short_cut_matches_a_long_memory(sweep):
     """A spin-boson model (sigma_x tunnelling): with the tail modes a cut of 1.2 gives
-    the dynamics of the whole memory; the same short cut without them is off by > 1e-2."""
+    the dynamics of the whole memory, with either sweep of the window; the same short
+    cut without them is off by > 1e-2."""
     sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
     system = nm.System(0.25 * sz + 0.5 * sx)
     bath = nm.Bath(sz, nm.DrudeLorentzSD(reorganisation_energy=0.1, cutoff=1.0, temperature=1.0))
     rho0 = nm.operators.spin_dm("up")
+    options = nm.EngineOptions(window_sweep=sweep)
 
     def sigma_z(tcut, tail):
         parameters = nm.TempoParameters(dt=0.2, tcut=tcut, epsrel=1e-9, exponential_tail=tail)
         dynamics = nm.tempo_compute(
-            system, bath, rho0, 0.0, 8.0, parameters, progress_type="silent"
+            system, bath, rho0, 0.0, 8.0, parameters, progress_type="silent", options=options
         )
         return np.asarray(dynamics.expectations(sz, real=True)[1])
 
@@ -178,3 +181,29 @@ def test_process_tensors_refuse_the_tail():
     bath = nm.Bath(nm.operators.sigma("z"), nm.DrudeLorentzSD(0.1, 1.0, temperature=1.0))
     with pytest.raises(ValueError, match="TEMPO"):
         nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, progress_type="silent")
+
+
+def test_converge_keeps_the_tail():
+    """``nm.converge`` from parameters with the tail runs its whole ladder with it: the
+    estimate bounds the true error against the whole memory, and the result's
+    parameters say exponential_tail."""
+    sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
+    system = nm.System(0.25 * sz + 0.5 * sx)
+    bath = nm.Bath(sz, nm.DrudeLorentzSD(reorganisation_energy=0.1, cutoff=1.0, temperature=1.0))
+    rho0 = nm.operators.spin_dm("up")
+    start = nm.TempoParameters(dt=0.2, tcut=0.8, epsrel=1e-6, exponential_tail=True)
+    dynamics = nm.converge(system, bath, rho0, 0.0, 3.0, 1e-3, parameters=start)
+    assert dynamics.metadata["parameters"]["exponential_tail"] is True
+    exact = nm.tempo_compute(
+        system,
+        bath,
+        rho0,
+        0.0,
+        3.0,
+        nm.TempoParameters(dt=0.025, epsrel=1e-9),
+        progress_type="silent",
+    )
+    t, values = dynamics.expectations(sz, real=True)
+    te, reference = exact.expectations(sz, real=True)
+    on_grid = np.interp(np.asarray(t), np.asarray(te), np.asarray(reference))
+    assert np.max(np.abs(np.asarray(values) - on_grid)) < 1e-3

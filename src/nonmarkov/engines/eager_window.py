@@ -54,7 +54,10 @@ class EagerWindowEngine:
         m = self._projector.shape[1]
         self._pt_between = default_np.ones((m, m))
         self._sweep = host_sweep(options)
-        self._tail = None if spec.tail is None else tuple(to_backend(a) for a in spec.tail)
+        #: the tail modes' (couple (r, D, D), merge (m, D, D)) on the backend, or None
+        self._tail = (
+            None if spec.tail is None else (to_backend(spec.tail[0]), to_backend(spec.tail[1]))
+        )
 
     @property
     def memory(self) -> int:
@@ -117,12 +120,14 @@ class EagerWindowEngine:
         """Merge the point that leaves the window (its oldest regular site) into the
         tail site (the vacuum, the first time): tail[l, q, r] = sum leaving[l, c, k]
         modes[k, n, r] merge[c, q, n]."""
+        assert self._tail is not None
+        merge = self._tail[1]
         modes = window.pop() if tail_site else None
         leaving = window.pop()
         if modes is None:
-            merged = np.einsum("lck,cq->lqk", leaving, self._tail[1][:, :, 0])  # type: ignore[index]
+            merged = np.einsum("lck,cq->lqk", leaving, merge[:, :, 0])
         else:
-            merged = np.einsum("lck,knr,cqn->lqr", leaving, modes, self._tail[1])  # type: ignore[index]
+            merged = np.einsum("lck,knr,cqn->lqr", leaving, modes, merge)
         return window + [merged]
 
     def _largest_bond(self) -> int:

@@ -155,12 +155,14 @@ class Setting:
         return self.num_steps * min(self.dkmax, self.num_steps)
 
     def parameters(self, template: TempoParameters | None) -> TempoParameters:
-        """The TempoParameters of this setting (quadrature settings of ``template``)."""
+        """The TempoParameters of this setting (quadrature settings and the exponential
+        tail of ``template``)."""
         extra: dict[str, Any] = {}
         if template is not None:
             extra = {
                 "subdiv_limit": template.subdiv_limit,
                 "liouvillian_epsrel": template.liouvillian_epsrel,
+                "exponential_tail": template.exponential_tail,
             }
         return TempoParameters(
             dt=self.dt,

@@ -299,7 +299,10 @@ def _converge(prepared: PreparedRun, progress_type: str) -> Execution:
     )
     accepted = dynamics.metadata["convergence"]["parameters"]
     parameters = TempoParameters(
-        dt=accepted["dt"], epsrel=accepted["epsrel"], dkmax=accepted["dkmax"]
+        dt=accepted["dt"],
+        epsrel=accepted["epsrel"],
+        dkmax=accepted["dkmax"],
+        exponential_tail=run.tempo_parameters is not None and run.tempo_parameters.exponential_tail,
     )
     return Execution(dynamics, parameters, [], [], 0.0)
 
