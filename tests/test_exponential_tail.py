@@ -176,11 +176,39 @@ def test_a_bath_without_an_exponential_tail_is_refused(correlations, message):
         nm.Tempo(system, bath, parameters, nm.operators.spin_dm("up"), 0.0)
 
 
-def test_process_tensors_refuse_the_tail():
+def test_a_process_tensor_with_the_tail_gives_tempos_dynamics():
+    """PT-TEMPO with the tail modes (the leaving point split off from them, its index
+    kept): the process tensor's dynamics of a spin-boson model equal TEMPO's with the
+    same cut and tail (which test_spin_boson_with_a_short_cut_matches_a_long_memory
+    holds to the whole memory); on the independent-boson model they are the exact ones."""
+    sz, sx = nm.operators.sigma("z"), nm.operators.sigma("x")
+    correlations = nm.DrudeLorentzSD(reorganisation_energy=0.1, cutoff=1.0, temperature=1.0)
+    bath = nm.Bath(sz, correlations)
+    system = nm.System(0.25 * sz + 0.5 * sx)
+    rho0 = nm.operators.spin_dm("up")
+    parameters = nm.TempoParameters(dt=0.2, tcut=1.2, epsrel=1e-9, exponential_tail=True)
+    pt = nm.pt_tempo_compute(bath, 0.0, 4.0, parameters, progress_type="silent")
+    from_pt = nm.compute_dynamics(system, rho0, process_tensor=pt, progress_type="silent")
+    tempo = nm.tempo_compute(system, bath, rho0, 0.0, 4.0, parameters, progress_type="silent")
+    np.testing.assert_allclose(np.asarray(from_pt.states), np.asarray(tempo.states), atol=2e-6)
+
+    ibm_system, ibm_bath, ibm_rho0, energies, couplings = _independent_boson(correlations)
+    pt = nm.pt_tempo_compute(ibm_bath, 0.0, 4.0, parameters, progress_type="silent")
+    dynamics = nm.compute_dynamics(ibm_system, ibm_rho0, process_tensor=pt, progress_type="silent")
+    times = np.asarray(dynamics.times)
+    exact = _exact(correlations, ibm_rho0, energies, couplings, times)
+    np.testing.assert_allclose(np.asarray(dynamics.states), exact, atol=2e-7)
+
+
+@pytest.mark.parametrize("construction", ["divide_and_conquer", "uniform"])
+def test_other_process_tensor_constructions_refuse_the_tail(construction):
     parameters = nm.TempoParameters(dt=0.1, tcut=0.5, epsrel=1e-6, exponential_tail=True)
     bath = nm.Bath(nm.operators.sigma("z"), nm.DrudeLorentzSD(0.1, 1.0, temperature=1.0))
-    with pytest.raises(ValueError, match="TEMPO"):
-        nm.pt_tempo_compute(bath, 0.0, 1.0, parameters, progress_type="silent")
+    with pytest.raises(ValueError, match="exponential_tail"):
+        if construction == "uniform":
+            nm.pt_uniform_compute(bath, parameters, progress_type="silent")
+        else:
+            nm.pt_divide_and_conquer_compute(bath, 0.0, 1.0, parameters, progress_type="silent")
 
 
 def test_converge_keeps_the_tail():

@@ -106,8 +106,9 @@ class DiscretisedInfluence:
         ``tail``: the caller carries ``parameters.exponential_tail`` (else it is refused)."""
         if parameters.exponential_tail and not tail:
             raise ValueError(
-                "exponential_tail is run by TEMPO (tempo_compute, Tempo, MeanFieldTempo) "
-                "only; for a process tensor use exponential_tail=False"
+                "exponential_tail is run by TEMPO (tempo_compute, Tempo, MeanFieldTempo) and "
+                "sequential PT-TEMPO (PtTempo, pt_tempo_compute); for this construction use "
+                "exponential_tail=False"
             )
         if parameters.exponential_tail and not hasattr(bath.correlations, "exponential_terms"):
             raise ValueError(

@@ -125,8 +125,9 @@ class WindowSpec:
         coupling of a memory cut with an extra correlation time. Engines keep
         the device copy of a returned array while the same object comes back.
     tail : optional (couple (r, D, D), merge (m, D, D)) of exponential tail modes
-        (:mod:`nonmarkov.kernels.tail`, ``'trace'`` only): a point that leaves the
-        window goes into a last site of D mode states instead of being traced.
+        (:mod:`nonmarkov.kernels.tail`): a point that leaves the window goes into a
+        last site of D mode states (``'trace'``: instead of being traced;
+        ``'finalize'``: and is split off from it, its index kept).
     """
 
     front: Any
@@ -151,8 +152,8 @@ class WindowSpec:
                 f"a lumped coupling to the leaving point needs a memory of >= 2 points; "
                 f"got memory={self.memory}"
             )
-        if self.tail is not None and (self.oldest != "trace" or self.memory is None):
-            raise ValueError("tail modes need a 'trace' window with a memory cut")
+        if self.tail is not None and self.memory is None:
+            raise ValueError("tail modes need a window with a memory cut")
 
     def leaving(self, step: int) -> Any:
         """Rows (r, m) of the coupling at lag ``memory`` in window step ``step``

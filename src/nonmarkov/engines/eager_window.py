@@ -14,6 +14,7 @@ import numpy as default_np
 
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np, numpy_in_this_thread
+from ..kernels.truncation import truncated_svd
 from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
 from ..options import EngineOptions, resolve
 from .base import (
@@ -110,6 +111,8 @@ class EagerWindowEngine:
         )
         if self._tail is not None and full:
             window = self._into_tail(window, tail_site)
+            if self._spec.oldest == "finalize":
+                window, done = self._split_from_tail(window)
         holder = NORM_SITE[self._sweep]
         window[holder], log_norm = normalise(window[holder])
         self._window = window
@@ -124,11 +127,28 @@ class EagerWindowEngine:
         merge = self._tail[1]
         modes = window.pop() if tail_site else None
         leaving = window.pop()
-        if modes is None:
+        if self._spec.oldest == "finalize":  # the point's index stays open: (l, q, c, r)
+            if modes is None:
+                merged = np.einsum("lck,cq->lqck", leaving, merge[:, :, 0])
+            else:
+                merged = np.einsum("lck,knr,cqn->lqcr", leaving, modes, merge)
+        elif modes is None:
             merged = np.einsum("lck,cq->lqk", leaving, merge[:, :, 0])
         else:
             merged = np.einsum("lck,knr,cqn->lqr", leaving, modes, merge)
         return window + [merged]
+
+    def _split_from_tail(self, window: list[Any]) -> tuple[list[Any], Any]:
+        """Split the merged last site (l, q, c, r) into the tail modes' site (l, q, k),
+        which keeps the norm, and the finished point (k, c, r), right-orthonormal, by a
+        truncated SVD with ``epsrel``."""
+        merged = window.pop()
+        chi_l, states, classes, chi_r = merged.shape
+        u, s, vh = truncated_svd(
+            merged.reshape(chi_l * states, classes * chi_r), self._spec.epsrel, self._spec.max_rank
+        )
+        window.append((u * s[None, :]).reshape(chi_l, states, -1))
+        return window, vh.reshape(-1, classes, chi_r)
 
     def _largest_bond(self) -> int:
         return max(site.shape[2] for site in self._window)

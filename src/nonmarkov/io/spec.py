@@ -435,10 +435,12 @@ def _run(tree: dict, name: str) -> RunSpec:
             "(use method 'pt-tempo' for several baths, or none)"
         )
     if tempo_parameters is not None and tempo_parameters.exponential_tail:
-        if method["name"] != "tempo":
+        sequential = method["name"] == "pt-tempo" and method["construction"] == "sequential"
+        if method["name"] != "tempo" and not sequential:
             raise SpecError(
-                f"parameters.exponential_tail is run by method 'tempo' only; the spec's "
-                f"method is {method['name']!r}"
+                "parameters.exponential_tail is run by method 'tempo' and by 'pt-tempo' "
+                f"with the sequential construction; the spec's method is {method['name']!r}"
+                + (f" ({method['construction']})" if method["name"] == "pt-tempo" else "")
             )
         for spec in bath_specs:
             correlations = None if spec.bath is None else spec.bath.correlations

@@ -48,6 +48,7 @@ from ..engines import finalize_window_engine
 from ..engines.base import FinalizeWindowEngine, WindowSpec
 from ..influence import DiscretisedInfluence
 from ..io.atomic import atomic_path
+from ..kernels.tail import tail_depth, tail_operators
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
 from ..options import EngineOptions, resolve
@@ -141,8 +142,14 @@ class PtTempo:
                 "resume=True needs a named process_tensor_file and checkpoints "
                 "(checkpoint_interval not None)"
             )
-        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique)
+        self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique, tail=True)
         self._weights = class_weights(self._influence, self._options.truncation_weights)
+        if self._weights is not None and self._parameters.exponential_tail:
+            raise ValueError(
+                "the truncation_weights option and exponential_tail do not go together; "
+                "use one of them"
+            )
+        self._tail = exponential_tail(self._influence, self._parameters)
         self._process_tensor: BaseProcessTensor | None = None
         self._max_bond_dimension = 1
         self._engine: FinalizeWindowEngine | None = None
@@ -359,6 +366,7 @@ class PtTempo:
                     self._parameters.epsrel,
                     self._parameters.dkmax,
                     weights,
+                    self._tail,
                 ),
                 self._options,
                 resume=saved is not None,
@@ -396,6 +404,8 @@ class PtTempo:
                         self._save_checkpoint(engine, sink, step)
                         last_checkpoint = time.monotonic()
             window, log_scale = engine.host_window()
+        if self._tail is not None and len(window) > (self._parameters.dkmax or 0):
+            window = close_tail(window)
         sink.finish([unweighted(site, weights) for site in reversed(window)], log_scale)
 
     def get_process_tensor(self, progress_type: str | None = None) -> BaseProcessTensor:
@@ -538,6 +548,30 @@ def unweighted(site: Any, weights: default_np.ndarray | None) -> Any:
     return default_np.asarray(site) / weights[None, :, None]
 
 
+def close_tail(window: list[Any]) -> list[Any]:
+    """The window (host arrays, newest first) with its last site, the tail modes,
+    closed with their vacuum (nothing comes after the end) and absorbed into the
+    oldest point."""
+    modes, oldest = window[-1], window[-2]
+    closed = default_np.tensordot(oldest, modes[:, 0, :], axes=([2], [0]))
+    return window[:-2] + [closed]
+
+
+def exponential_tail(
+    influence: DiscretisedInfluence, parameters: TempoParameters
+) -> tuple[default_np.ndarray, default_np.ndarray] | None:
+    """The tail modes' (couple, merge) matrices of ``parameters.exponential_tail``
+    (:mod:`nonmarkov.kernels.tail`), or None without it."""
+    if not parameters.exponential_tail:
+        return None
+    epsrel = parameters.epsrel
+    rates, injections = influence.tail_modes(epsrel)
+    first_lag = int(parameters.dkmax) + 1  # type: ignore[arg-type]
+    rows = influence.row_differences
+    depth = tail_depth(rates, injections, rows, first_lag, epsrel)
+    return tail_operators(rates, injections, rows, first_lag, depth)
+
+
 def pt_window_spec(
     influence: DiscretisedInfluence,
     front: Any,
@@ -545,6 +579,7 @@ def pt_window_spec(
     epsrel: float,
     memory: int | None,
     weights: default_np.ndarray | None = None,
+    tail: tuple[Any, Any] | None = None,
 ) -> WindowSpec:
     """PT-TEMPO's memory window holding the first point ``front`` (m,) (normalised,
     its log-scale ``log_scale``): a point's index is its class (projector and
@@ -573,4 +608,5 @@ def pt_window_spec(
         leaving_rows=(
             influence.leaving_rows if influence.lumps and memory == influence.last_lag else None
         ),
+        tail=tail,
     )

@@ -29,7 +29,6 @@ from ..engines.base import TraceWindowEngine, WindowSpec
 from ..engines.shared import LastArguments
 from ..influence import DiscretisedInfluence
 from ..io.results import Dynamics
-from ..kernels.tail import tail_depth, tail_operators
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters, guess_tempo_parameters
 from ..model.system import BaseSystem
@@ -38,6 +37,7 @@ from ..progress import Progress, check_progress_type
 from . import checks as check
 from .error_ladder import climb
 from .metadata import bath_metadata, dynamics_metadata, parameters_metadata, run_statistics
+from .pt_tempo import exponential_tail
 
 
 class TempoWindow:
@@ -59,7 +59,7 @@ class TempoWindow:
         self._options = options
         self._dimension = bath.dimension
         self._influence = DiscretisedInfluence.from_parameters(bath, parameters, unique, tail=True)
-        self._tail = self._tail_operators() if parameters.exponential_tail else None
+        self._tail = exponential_tail(self._influence, parameters)
         self._to_eigen, self._from_eigen = self._influence.liouville_transforms()
         to_eigen, from_eigen = self._to_eigen, self._from_eigen
         #: (first, second) half-step propagators in the coupling eigenbasis
@@ -73,15 +73,6 @@ class TempoWindow:
         self.max_bond_dimension = 1
         #: classes m of a window site
         self.num_classes = self._influence.num_classes
-
-    def _tail_operators(self) -> tuple[default_np.ndarray, default_np.ndarray]:
-        """The tail modes' coupling and merge matrices (:mod:`nonmarkov.kernels.tail`)."""
-        influence, epsrel = self._influence, self._parameters.epsrel
-        rates, injections = influence.tail_modes(epsrel)
-        first_lag = int(self._parameters.dkmax) + 1  # type: ignore[arg-type]
-        rows = influence.row_differences
-        depth = tail_depth(rates, injections, rows, first_lag, epsrel)
-        return tail_operators(rates, injections, rows, first_lag, depth)
 
     def start(self, initial: default_np.ndarray, first: Any, second: Any) -> default_np.ndarray:
         """Step 0 from rho(t_0) (d, d) with its half-step propagators (d^2, d^2), on

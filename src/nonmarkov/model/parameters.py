@@ -56,7 +56,8 @@ class TempoParameters:
     liouvillian_epsrel : relative accuracy of those quadratures.
     name, description : optional text.
     exponential_tail : carry the bath's memory beyond the cut exactly, as modes
-        (TEMPO with a memory cut; a bath whose correlation is a sum of
+        (TEMPO, MeanFieldTempo and sequential PT-TEMPO with a memory cut; a bath
+        whose correlation is a sum of
         exponentials: :class:`~nonmarkov.DrudeLorentzSD`,
         :class:`~nonmarkov.UnderdampedSD` at T > 0). The window then needs to
         cover only the part of C(t) that is not an exponential carried as a mode
@@ -138,7 +139,7 @@ class TempoParameters:
     @property
     def exponential_tail(self) -> bool:
         """Whether the bath's exponential correlation terms beyond the memory cut are
-        carried as modes (TEMPO; :class:`~nonmarkov.DrudeLorentzSD` and
+        carried as modes (TEMPO, sequential PT-TEMPO; :class:`~nonmarkov.DrudeLorentzSD` and
         :class:`~nonmarkov.UnderdampedSD` at T > 0)."""
         return self._exponential_tail
 
