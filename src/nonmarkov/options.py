@@ -43,8 +43,9 @@ class EngineOptions:
         from the oldest site, then an exact cut of that state; bonds never grow
         by the carrier's num_rows), ``'exact'`` (couple without truncation, then
         the optimal cut of the exact product), or ``'auto'``: ``'zip_up'``. Both
-        backends run the same sweep and agree to rounding (on JAX the exact sweep
-        runs with the NumPy kernels on the host).
+        backends run the same sweep and agree to rounding (on JAX the exact sweep,
+        and a window with exponential tail modes, run with the NumPy kernels on the
+        host).
     compiled : whether the JAX window engine runs the zip-up steps compiled:
         ``'auto'`` (where the steps left repay the compilation and the compiled
         step is the host's algorithm; :mod:`nonmarkov.engines.jax.planner`),
