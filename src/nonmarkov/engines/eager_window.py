@@ -110,7 +110,7 @@ class EagerWindowEngine:
             self._sweep,
         )
         if self._tail is not None and full:
-            window = self._into_tail(window, tail_site)
+            window = self._into_tail(window, tail_site, self._tail[1])
             if self._spec.oldest == "finalize":
                 window, done = self._split_from_tail(window)
         holder = NORM_SITE[self._sweep]
@@ -119,24 +119,19 @@ class EagerWindowEngine:
         self._log_scale += log_norm
         return done
 
-    def _into_tail(self, window: list[Any], tail_site: bool) -> list[Any]:
+    def _into_tail(self, window: list[Any], tail_site: bool, merge: Any) -> list[Any]:
         """Merge the point that leaves the window (its oldest regular site) into the
         tail site (the vacuum, the first time): tail[l, q, r] = sum leaving[l, c, k]
         modes[k, n, r] merge[c, q, n]."""
-        assert self._tail is not None
-        merge = self._tail[1]
         modes = window.pop() if tail_site else None
         leaving = window.pop()
-        if self._spec.oldest == "finalize":  # the point's index stays open: (l, q, c, r)
-            if modes is None:
-                merged = np.einsum("lck,cq->lqck", leaving, merge[:, :, 0])
-            else:
-                merged = np.einsum("lck,knr,cqn->lqcr", leaving, modes, merge)
-        elif modes is None:
-            merged = np.einsum("lck,cq->lqk", leaving, merge[:, :, 0])
-        else:
-            merged = np.einsum("lck,knr,cqn->lqr", leaving, modes, merge)
-        return window + [merged]
+        if modes is None:  # the vacuum on the leaving site's right bond
+            bond, states = leaving.shape[2], merge.shape[1]
+            vacuum = np.eye(states, dtype=merge.dtype)[0]
+            modes = np.eye(bond, dtype=merge.dtype)[:, None, :] * vacuum[None, :, None]
+        # finalize: the point's index stays open, (l, q, c, r)
+        subscripts = "lqcr" if self._spec.oldest == "finalize" else "lqr"
+        return window + [np.einsum(f"lck,knr,cqn->{subscripts}", leaving, modes, merge)]
 
     def _split_from_tail(self, window: list[Any]) -> tuple[list[Any], Any]:
         """Split the merged last site (l, q, c, r) into the tail modes' site (l, q, k),
