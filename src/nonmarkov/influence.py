@@ -45,6 +45,7 @@ from . import validation
 from .model.bath import Bath
 from .model.correlations import CustomSD
 from .model.parameters import TempoParameters
+from .model.spectral_densities import exponential_correlation
 
 #: a length within this fraction of a step of a whole number of steps counts as whole
 _WHOLE_STEP_TOLERANCE = 1e-9
@@ -110,12 +111,8 @@ class DiscretisedInfluence:
                 "sequential PT-TEMPO (PtTempo, pt_tempo_compute); for this construction use "
                 "exponential_tail=False"
             )
-        if parameters.exponential_tail and not hasattr(bath.correlations, "exponential_terms"):
-            raise ValueError(
-                "exponential_tail needs a bath whose correlation is a sum of exponentials "
-                "(DrudeLorentzSD or UnderdampedSD at T > 0); got "
-                f"{type(bath.correlations).__name__}"
-            )
+        if parameters.exponential_tail:
+            exponential_correlation(bath.correlations)
         return cls(
             bath,
             parameters.dt,
@@ -252,10 +249,8 @@ class DiscretisedInfluence:
         if self.last_lag is None:
             raise ValueError("tail modes need a memory cut")
         largest = max(float(default_np.max(default_np.abs(self.row_differences))), 1e-300)
-        exponential_terms = getattr(self.bath.correlations, "exponential_terms", None)
-        if exponential_terms is None:
-            raise ValueError("tail modes need a correlation that is a sum of exponentials")
-        terms = exponential_terms(self.last_lag * self.dt, epsrel / largest**2)
+        correlations = exponential_correlation(self.bath.correlations)
+        terms = correlations.exponential_terms(self.last_lag * self.dt, epsrel / largest**2)
         rates: list[complex] = []
         injections: list[default_np.ndarray] = []
 

@@ -37,7 +37,12 @@ from ..model import operators
 from ..model.bath import Bath
 from ..model.correlations import PowerLawSD
 from ..model.parameters import TempoParameters, check_tolerance
-from ..model.spectral_densities import DrudeLorentzSD, TabulatedSD, UnderdampedSD
+from ..model.spectral_densities import (
+    DrudeLorentzSD,
+    TabulatedSD,
+    UnderdampedSD,
+    exponential_correlation,
+)
 from ..model.system import System
 from ..options import EngineOptions, default_options
 from ..sweeps.grid import expand_grid
@@ -444,12 +449,10 @@ def _run(tree: dict, name: str) -> RunSpec:
             )
         for spec in bath_specs:
             correlations = None if spec.bath is None else spec.bath.correlations
-            if not hasattr(correlations, "exponential_terms"):
-                raise SpecError(
-                    "parameters.exponential_tail needs a bath whose correlation is a sum of "
-                    "exponentials (spectral_density = 'drude_lorentz' or 'underdamped', "
-                    f"temperature > 0); the bath is {type(correlations).__name__}"
-                )
+            _built(
+                lambda: exponential_correlation(correlations),
+                {"exponential_tail": "parameters.exponential_tail"},
+            )
     if parameters is None and len(bath_specs) != 1:
         raise SpecError(
             f"parameters: guess needs exactly one bath; the spec has {len(bath_specs)}: "

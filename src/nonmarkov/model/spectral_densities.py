@@ -431,6 +431,17 @@ class ExponentialSD(CustomSD):
         return float(taus[min(above[-1] + 1, len(taus) - 1)])
 
 
+def exponential_correlation(correlations: Any) -> ExponentialSD:
+    """``correlations`` if it is a sum of exponentials (what ``exponential_tail`` needs:
+    :class:`DrudeLorentzSD`, :class:`UnderdampedSD`), else a ``ValueError``."""
+    if not isinstance(correlations, ExponentialSD):
+        raise ValueError(
+            "exponential_tail needs a bath whose correlation is a sum of exponentials "
+            f"(DrudeLorentzSD or UnderdampedSD at T > 0); got {type(correlations).__name__}"
+        )
+    return correlations
+
+
 class DrudeLorentzSD(ExponentialSD):
     """Drude-Lorentz (overdamped Brownian) spectral density with its exact correlation.
 
