@@ -126,9 +126,9 @@ def _replace(text: str, old: str, new: str) -> str:
         ("end = 1.0", "stop = 1.0", ["times.stop", "'start', 'end'"]),
         ("tcut = 0.3", "tcut = 0.3\ndkmax = 3", ["parameters", "tcut or dkmax"]),
         (
-            "epsrel = 1e-6",
+            "tcut = 0.3\nepsrel = 1e-6",
             "epsrel = 1e-6\nexponential_tail = true",
-            ["parameters.exponential_tail", "sum of exponentials", "PowerLawSD"],
+            ["parameters", "exponential_tail", "memory cut"],
         ),
         ("dt = 0.1", "dt = 0.1\nguess = true", ["parameters", "guess = true takes only"]),
         (
@@ -159,6 +159,13 @@ def test_spec_errors_name_the_key_and_the_allowed_values(old, new, expected):
     assert message.startswith("test.toml: ")
     for part in expected:
         assert part in message, message
+
+
+def test_a_spec_refuses_the_tail_for_a_method_without_it():
+    text = _replace(BASE, "epsrel = 1e-6", "epsrel = 1e-6\nexponential_tail = true")
+    parse_spec(text, source="test.toml")  # TEMPO takes it, for any bath
+    with pytest.raises(SpecError, match="parameters.exponential_tail is run by method 'tempo'"):
+        parse_spec(_replace(text, 'method = "tempo"', 'method = "uniform"'), source="test.toml")
 
 
 def test_a_spec_takes_the_values_the_library_takes():

@@ -42,13 +42,15 @@ import math
 import numpy as default_np
 
 from . import validation
+from .kernels.tail import fit_geometric
 from .model.bath import Bath
 from .model.correlations import CustomSD
 from .model.parameters import TempoParameters
-from .model.spectral_densities import exponential_correlation
 
 #: a length within this fraction of a step of a whole number of steps counts as whole
 _WHOLE_STEP_TOLERANCE = 1e-9
+#: the most lags beyond the cut that the tail modes fit
+MAX_TAIL_SAMPLES = 5000
 
 
 class DiscretisedInfluence:
@@ -111,8 +113,6 @@ class DiscretisedInfluence:
                 "sequential PT-TEMPO (PtTempo, pt_tempo_compute); for this construction use "
                 "exponential_tail=False"
             )
-        if parameters.exponential_tail:
-            exponential_correlation(bath.correlations)
         return cls(
             bath,
             parameters.dt,
@@ -236,41 +236,68 @@ class DiscretisedInfluence:
         return self.lag_matrix(lag)
 
     def tail_modes(self, epsrel: float) -> tuple[default_np.ndarray, default_np.ndarray]:
-        """The bath's memory beyond the cut (lags > K = ``last_lag``) as modes.
+        """The bath's memory beyond the cut (lags j > K = ``last_lag``) as modes.
 
-        Each exponential term c e^{-z tau} of C (``exponential_terms`` of the bath's
-        correlations: those whose weight beyond the cut is at least epsrel / max|s+ - s-|^2)
-        gives eta_j = a r^j exactly, r = e^{-z dt}, a = c (1 - e^{-z dt})(e^{z dt} - 1) / z^2,
-        and couples a new point to an old one by exp(-(s+ - s-)_new r^j (a s+ - a^* s-)_old)
-        (one mode for a real rate; for a complex rate the two parts a s+ and -a^* s- decay
-        at r and r^*: two modes). Returns the rates r (M,) and injections (M, m): the
-        amplitude each class of an old point gives its mode, per unit r^j.
+        The couplings eta_j, j = K+1 .. J, are fitted by the fewest geometric terms
+        eta_j ~ sum_p b_p r_p^(j-K-1) (``kernels.tail.fit_geometric``; exact for a
+        correlation that is a sum of exponentials, e.g. Drude-Lorentz at T > 0, to
+        the tolerance for any other). The tolerance: sum_{j>K} |eta_j - fit| <=
+        dt epsrel / max|s+ - s-|^2, that is int |dC| dt <= epsrel / max|s+ - s-|^2
+        beyond the cut, half of it for the lags after J (where int_{J dt}^inf |C| is
+        below it) and half for the fit. A term couples a new point to an old one by
+        exp(-(s+ - s-)_new r^(j-K-1) (b s+ - b^* s-)_old): the parts b s+ and -b^* s-
+        decay at r and r^* (the rates come in conjugate pairs, one mode per rate).
+
+        Returns the rates r (M,) and injections (M, m): the amplitude each class of
+        a point gives its mode when it leaves the window (at lag K + 1).
         """
         if self.last_lag is None:
             raise ValueError("tail modes need a memory cut")
         largest = max(float(default_np.max(default_np.abs(self.row_differences))), 1e-300)
-        correlations = exponential_correlation(self.bath.correlations)
-        terms = correlations.exponential_terms(self.last_lag * self.dt, epsrel / largest**2)
+        tolerance = self.dt * epsrel / largest**2
+        first = self.last_lag + 1
+        last = max(first, self._tail_end(tolerance / 2.0))
+        samples = default_np.array([self.eta(j) for j in range(first, last + 1)])
+        amplitudes, poles = fit_geometric(samples, tolerance / 2.0)
         rates: list[complex] = []
         injections: list[default_np.ndarray] = []
 
         def add(rate: complex, injection: default_np.ndarray) -> None:
-            for i, known in enumerate(rates):  # modes of one rate are one mode
+            for i, known in enumerate(rates):  # the parts of one rate are one mode
                 if abs(known - rate) <= 1e-12 * abs(rate):
                     injections[i] = injections[i] + injection
                     return
             rates.append(rate)
             injections.append(injection)
 
-        for c, z in terms:
-            zdt = z * self.dt
-            a = c * (-default_np.expm1(-zdt)) * default_np.expm1(zdt) / z**2
-            r = complex(default_np.exp(-zdt))
-            if abs(z.imag) <= 1e-12 * abs(z):
-                r = complex(r.real)
-            add(r, a * self.s_plus)
-            add(r.conjugate(), -a.conjugate() * self.s_minus)
-        return default_np.array(rates, dtype=complex), default_np.array(injections, dtype=complex)
+        for b, r in zip(amplitudes, poles):
+            add(complex(r), b * self.s_plus)
+            add(complex(r).conjugate(), -b.conjugate() * self.s_minus)
+        return (
+            default_np.array(rates, dtype=complex),
+            default_np.array(injections, dtype=complex).reshape(len(rates), self.num_classes),
+        )
+
+    def _tail_end(self, tolerance: float) -> int:
+        """The lag J from which the rest of the memory is negligible: the first time
+        t = J dt past the cut with dt int_t^inf |C| <= ``tolerance`` (|C| on a geometric
+        grid to 10^4 times the cut or the bath's time scale). A ``ValueError`` past
+        ``MAX_TAIL_SAMPLES`` lags."""
+        cut = float(self.last_lag) * self.dt  # type: ignore[arg-type]
+        scale = max(cut, self.dt, float(self.bath.correlations.time_scale()))
+        times = cut + default_np.geomspace(self.dt, 1e4 * scale, 120)
+        magnitude = default_np.abs(default_np.asarray(self.bath.correlations.correlation(times)))
+        pieces = 0.5 * (magnitude[1:] + magnitude[:-1]) * default_np.diff(times)
+        rest = default_np.concatenate([default_np.cumsum(pieces[::-1])[::-1], [0.0]])
+        end = float(times[int(default_np.argmax(self.dt * rest <= tolerance))])
+        lag = int(math.ceil(end / self.dt))
+        if lag - self.last_lag > MAX_TAIL_SAMPLES:  # type: ignore[operator]
+            raise ValueError(
+                f"the bath's memory beyond the cut lasts to t ~ {end:.3g} at this epsrel "
+                f"(more than {MAX_TAIL_SAMPLES} steps of dt = {self.dt:g}) for the tail modes "
+                "(a power-law tail, as at T = 0?); use exponential_tail=False"
+            )
+        return lag
 
     def liouville_transforms(self) -> tuple[default_np.ndarray, default_np.ndarray]:
         """(to_eigenbasis, from_eigenbasis) superoperators, each (d^2, d^2).

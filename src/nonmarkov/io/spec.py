@@ -41,7 +41,6 @@ from ..model.spectral_densities import (
     DrudeLorentzSD,
     TabulatedSD,
     UnderdampedSD,
-    exponential_correlation,
 )
 from ..model.system import System
 from ..options import EngineOptions, default_options
@@ -446,12 +445,6 @@ def _run(tree: dict, name: str) -> RunSpec:
                 "parameters.exponential_tail is run by method 'tempo' and by 'pt-tempo' "
                 f"with the sequential construction; the spec's method is {method['name']!r}"
                 + (f" ({method['construction']})" if method["name"] == "pt-tempo" else "")
-            )
-        for spec in bath_specs:
-            correlations = None if spec.bath is None else spec.bath.correlations
-            _built(
-                lambda: exponential_correlation(correlations),
-                {"exponential_tail": "parameters.exponential_tail"},
             )
     if parameters is None and len(bath_specs) != 1:
         raise SpecError(

@@ -1,11 +1,14 @@
 """Kernels of the exponential tail: the memory beyond a window's cut held by modes.
 
-A bath correlation that beyond lag K is a sum of exponentials couples a new
+Where the discretised correlation beyond lag K is a sum of geometric terms,
+eta_j = sum_m b_m r_m^(j - K - 1) (exactly for a sum of exponentials in C,
+to a tolerance by :func:`fit_geometric` for any other bath), it couples a new
 point k (row value x_k = s+ - s-) to every older point k' (lag j > K) by
 
-    exp(sum_m alpha_k beta_m(k') r_m^j),   alpha_k = -x_k,
+    exp(sum_m alpha_k beta_m(k') r_m^(j - K - 1)),   alpha_k = -x_k,
 
-with a rate r_m and an injection beta_m(class) per mode. A sum of products
+with a rate r_m and an injection beta_m(class) per mode (its amplitude when
+the point leaves the window, at lag K + 1). A sum of products
 alpha beta r^j is what one bosonic mode per term gives: with [a, a^dag] = 1,
 <0| e^{alpha a} r^{j a^dag a} e^{beta a^dag} |0> = exp(alpha beta r^j). So a
 point that leaves the window is put into the modes (e^{beta r^{K+1} a^dag}),
@@ -16,8 +19,8 @@ space to occupations n_1 + ... + n_M <= depth (a hierarchy, as in the
 hierarchical equations of motion; the coupling e^{alpha a} is exact there,
 the injection loses the terms beyond the depth).
 
-Here: the index set, the per-row coupling matrices and the per-class merge
-matrices (host NumPy arrays, built once per run), and the depth rule.
+Here: the fit, the index set, the per-row coupling matrices and the per-class
+merge matrices (host NumPy arrays, built once per run), and the depth rule.
 """
 
 from __future__ import annotations
@@ -32,6 +35,58 @@ import scipy.sparse
 MAX_TAIL_STATES = 1000
 #: the deepest hierarchy the depth rule picks
 MAX_DEPTH = 24
+#: the most geometric terms a fit may use
+MAX_FIT_TERMS = 16
+
+
+def fit_geometric(
+    samples: default_np.ndarray, tolerance: float
+) -> tuple[default_np.ndarray, default_np.ndarray]:
+    """The fewest geometric terms f_i ~ sum_m b_m r_m^i (|r_m| < 1) of a sequence.
+
+    Matrix pencil: the real and imaginary parts' Hankel matrices share the rates,
+    so their stacked row space is spanned by (r_m^i)_i; its leading M right
+    singular vectors give the rates as the eigenvalues of their shift (a real
+    matrix: the rates come in conjugate pairs), the amplitudes by least squares.
+    M grows from 1 until sum_i |f_i - fit_i| <= ``tolerance`` with every |r_m| < 1.
+
+    Parameters
+    ----------
+    samples : (N,) complex sequence f_0 .. f_{N-1}.
+    tolerance : largest allowed sum of the residual's moduli.
+
+    Returns
+    -------
+    amplitudes b (M,) complex, rates r (M,) complex; M = 0 where sum |f_i| is
+    within the tolerance. A ``ValueError`` where no M <= ``MAX_FIT_TERMS`` fits.
+    """
+    samples = default_np.asarray(samples, dtype=complex)
+    if float(default_np.sum(default_np.abs(samples))) <= tolerance:
+        return default_np.zeros(0, dtype=complex), default_np.zeros(0, dtype=complex)
+    size = len(samples)
+    columns = min(size // 2, 16 * MAX_FIT_TERMS)
+    rows = default_np.arange(size - columns)[:, None] + default_np.arange(columns + 1)[None, :]
+    hankel = default_np.vstack([samples.real[rows], samples.imag[rows]])
+    row_space = default_np.linalg.svd(hankel, full_matrices=False)[2].T  # (columns + 1, .)
+    powers = default_np.arange(size)[:, None]
+    best = math.inf
+    for count in range(1, min(MAX_FIT_TERMS, columns) + 1):
+        basis = row_space[:, :count]
+        shift = default_np.linalg.lstsq(basis[:-1], basis[1:], rcond=None)[0]
+        rates = default_np.linalg.eigvals(shift).astype(complex)
+        if default_np.any(default_np.abs(rates) >= 1.0):
+            continue
+        vandermonde = rates[None, :] ** powers
+        amplitudes = default_np.linalg.lstsq(vandermonde, samples, rcond=None)[0]
+        residual = float(default_np.sum(default_np.abs(samples - vandermonde @ amplitudes)))
+        best = min(best, residual)
+        if residual <= tolerance:
+            return amplitudes, rates
+    raise ValueError(
+        f"the memory beyond the cut is not {MAX_FIT_TERMS} or fewer decaying exponentials "
+        f"to {tolerance:.2g} (best: {best:.2g}); use a longer memory cut (tcut) or "
+        "exponential_tail=False"
+    )
 
 
 def occupations(num_modes: int, depth: int) -> list[tuple[int, ...]]:
@@ -70,17 +125,16 @@ def tail_depth(
     rates: default_np.ndarray,
     injections: default_np.ndarray,
     row_differences: default_np.ndarray,
-    first_lag: int,
     epsrel: float,
 ) -> int:
     """The smallest depth L >= 1 with s^(L+1) / (L+1)! <= epsrel, where s bounds the
-    tail's total exponent: max|x| sum_m max|beta_m| |r_m|^first_lag / (1 - |r_m|)."""
+    tail's total exponent: max|x| sum_m max|beta_m| / (1 - |r_m|)."""
+    if len(rates) == 0:
+        return 1
     moduli = default_np.abs(rates)
     total = float(
         default_np.max(default_np.abs(row_differences))
-        * default_np.sum(
-            default_np.max(default_np.abs(injections), axis=1) * moduli**first_lag / (1 - moduli)
-        )
+        * default_np.sum(default_np.max(default_np.abs(injections), axis=1) / (1 - moduli))
     )
     for depth in range(1, MAX_DEPTH + 1):
         if total ** (depth + 1) / math.factorial(depth + 1) <= epsrel:
@@ -92,7 +146,6 @@ def tail_operators(
     rates: default_np.ndarray,
     injections: default_np.ndarray,
     row_differences: default_np.ndarray,
-    first_lag: int,
     depth: int,
 ) -> tuple[default_np.ndarray, default_np.ndarray]:
     """The matrices of the modes on their truncated space (D states, ``occupations``).
@@ -100,18 +153,24 @@ def tail_operators(
     Parameters
     ----------
     rates : (M,) decay of each mode per step.
-    injections : (M, m) amplitude beta_m of each class of a leaving point.
+    injections : (M, m) amplitude beta_m of each class of a point leaving the window
+        (its coupling at lag K + 1, the first through the modes).
     row_differences : (r,) the values x = s+ - s- of the carrier rows.
-    first_lag : the lag of a point when it first couples through the modes (K + 1).
     depth : the largest total occupation kept.
 
     Returns
     -------
     couple : (r, D, D) e^{-x sum_m a_m} per row x (a new point's coupling).
-    merge : (m, D, D) e^{sum_m beta_m(c) r_m^first_lag a_m^dag} r^{a^dag a} per class c
+    merge : (m, D, D) e^{sum_m beta_m(c) a_m^dag} r^{a^dag a} per class c
         (the modes decay by one step, then take the point that leaves the window).
+    Without modes (M = 0) both are ones, D = 1.
     """
     num_modes = len(rates)
+    if num_modes == 0:
+        return (
+            default_np.ones((len(row_differences), 1, 1), dtype=complex),
+            default_np.ones((injections.shape[1], 1, 1), dtype=complex),
+        )
     states = occupations(num_modes, depth)
     if len(states) > MAX_TAIL_STATES:
         raise ValueError(
@@ -123,9 +182,7 @@ def tail_operators(
     # each mode's coupling and injection scaled to the same size (their product is what
     # counts): the mode states then carry the tail's weight evenly, and the window's
     # truncation (relative to the largest singular value) sees them at their importance
-    entering = (
-        default_np.max(default_np.abs(injections), axis=1) * default_np.abs(rates) ** first_lag
-    )
+    entering = default_np.max(default_np.abs(injections), axis=1)
     largest_row = float(default_np.max(default_np.abs(row_differences)))
     scales = default_np.sqrt(
         default_np.where(entering > 0, entering / max(largest_row, 1e-300), 1.0)
@@ -138,8 +195,7 @@ def tail_operators(
     merge = []
     for c in range(injections.shape[1]):
         raising = sum(
-            injections[mode, c] * rates[mode] ** first_lag / scales[mode] * lowering[mode].T
-            for mode in range(num_modes)
+            injections[mode, c] / scales[mode] * lowering[mode].T for mode in range(num_modes)
         )
         merge.append(_exp_nilpotent(scipy.sparse.csr_matrix(raising), depth) * decay[None, :])
     return couple.astype(complex), default_np.array(merge, dtype=complex)

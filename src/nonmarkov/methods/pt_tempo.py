@@ -566,10 +566,9 @@ def exponential_tail(
         return None
     epsrel = parameters.epsrel
     rates, injections = influence.tail_modes(epsrel)
-    first_lag = int(parameters.dkmax) + 1  # type: ignore[arg-type]
     rows = influence.row_differences
-    depth = tail_depth(rates, injections, rows, first_lag, epsrel)
-    return tail_operators(rates, injections, rows, first_lag, depth)
+    depth = tail_depth(rates, injections, rows, epsrel)
+    return tail_operators(rates, injections, rows, depth)
 
 
 def pt_window_spec(

@@ -55,13 +55,14 @@ class TempoParameters:
         None for midpoint sampling of time-dependent Liouvillians.
     liouvillian_epsrel : relative accuracy of those quadratures.
     name, description : optional text.
-    exponential_tail : carry the bath's memory beyond the cut exactly, as modes
-        (TEMPO, MeanFieldTempo and sequential PT-TEMPO with a memory cut; a bath
-        whose correlation is a sum of
-        exponentials: :class:`~nonmarkov.DrudeLorentzSD`,
-        :class:`~nonmarkov.UnderdampedSD` at T > 0). The window then needs to
-        cover only the part of C(t) that is not an exponential carried as a mode
-        (the Matsubara terms that decay before ``tcut``). See docs/heom_comparison.md.
+    exponential_tail : carry the bath's memory beyond the cut as modes (TEMPO,
+        MeanFieldTempo and sequential PT-TEMPO with a memory cut): the couplings
+        beyond the cut fitted by the fewest decaying exponentials to a tolerance
+        set by ``epsrel`` (exact where C(t) is a sum of exponentials, as for
+        :class:`~nonmarkov.DrudeLorentzSD` and :class:`~nonmarkov.UnderdampedSD` at
+        T > 0; a ValueError where the tail needs more than 16, as for a power-law
+        tail at T = 0). The window then needs to cover only what the modes do not
+        (the fast part of C(t) before ``tcut``). See docs/algorithms.md.
     """
 
     def __init__(
@@ -138,9 +139,8 @@ class TempoParameters:
 
     @property
     def exponential_tail(self) -> bool:
-        """Whether the bath's exponential correlation terms beyond the memory cut are
-        carried as modes (TEMPO, sequential PT-TEMPO; :class:`~nonmarkov.DrudeLorentzSD` and
-        :class:`~nonmarkov.UnderdampedSD` at T > 0)."""
+        """Whether the bath's memory beyond the cut is carried as modes, fitted by
+        decaying exponentials (TEMPO, MeanFieldTempo, sequential PT-TEMPO)."""
         return self._exponential_tail
 
     @property

@@ -279,33 +279,6 @@ class ExponentialSD(CustomSD):
         ends = summand(default_np.array([centre - 1.0, centre + 1.0]))
         return total + complex(tail) + complex(ends[1] - ends[0]) / 48.0
 
-    # --- the correlation as exponentials, for the tail beyond a memory cut --------
-    def exponential_terms(self, start: float, threshold: float) -> list[tuple[complex, complex]]:
-        """The terms c exp(-z tau) of C(tau) (tau >= 0) that matter after ``start``: every
-        resonant term and the Matsubara terms whose int_start^inf |c| e^{-nu tau} dtau is
-        at least ``threshold`` (the rest, of smaller and falling weight, are left out).
-
-        Returns a list of (c, z), Re z > 0. A ``ValueError`` at T = 0 (the Matsubara
-        series is then an integral, C(tau) has a power-law tail) and where a pole rate
-        meets a Matsubara frequency (the two terms become tau e^{-z tau})."""
-        if self.temperature == 0.0:
-            raise ValueError(
-                "at T = 0 the correlation has a power-law tail, not a finite sum of "
-                "exponentials; exponential_tail needs a temperature > 0"
-            )
-        if self._pair is not None:
-            raise ValueError(
-                f"a pole rate of the spectral density is within {_RESONANCE_WINDOW:.0%} of the "
-                f"Matsubara frequency {self._pair[0]} x 2 pi T, where C(tau) is not a sum of "
-                "exponentials; change the temperature slightly or use exponential_tail=False"
-            )
-        terms = [(complex(c), complex(z)) for c, z in zip(self._amplitudes, self._rates)]
-        nu = self._nu_1 * default_np.arange(1, self._num_terms + 1, dtype=float)
-        weights = default_np.abs(self._matsubara_amplitude(nu)) * default_np.exp(-nu * start) / nu
-        for k in default_np.flatnonzero(weights >= threshold):
-            terms.append((complex(self._matsubara_amplitude(nu[k : k + 1])[0]), complex(nu[k])))
-        return terms
-
     # --- correlations --------------------------------------------------------------
     def correlation(
         self,
@@ -429,17 +402,6 @@ class ExponentialSD(CustomSD):
         if len(above) == 0:
             return float(taus[0])
         return float(taus[min(above[-1] + 1, len(taus) - 1)])
-
-
-def exponential_correlation(correlations: Any) -> ExponentialSD:
-    """``correlations`` if it is a sum of exponentials (what ``exponential_tail`` needs:
-    :class:`DrudeLorentzSD`, :class:`UnderdampedSD`), else a ``ValueError``."""
-    if not isinstance(correlations, ExponentialSD):
-        raise ValueError(
-            "exponential_tail needs a bath whose correlation is a sum of exponentials "
-            f"(DrudeLorentzSD or UnderdampedSD at T > 0); got {type(correlations).__name__}"
-        )
-    return correlations
 
 
 class DrudeLorentzSD(ExponentialSD):
