@@ -50,7 +50,7 @@ from .model.parameters import TempoParameters
 #: a length within this fraction of a step of a whole number of steps counts as whole
 _WHOLE_STEP_TOLERANCE = 1e-9
 #: the most lags beyond the cut that the tail modes fit
-MAX_TAIL_SAMPLES = 5000
+MAX_TAIL_SAMPLES = 20000
 
 
 class DiscretisedInfluence:
