@@ -42,7 +42,6 @@ import math
 import numpy as default_np
 
 from . import validation
-from .kernels.tail import fit_geometric
 from .model.bath import Bath
 from .model.correlations import CustomSD
 from .model.parameters import TempoParameters
@@ -235,30 +234,37 @@ class DiscretisedInfluence:
             return self._factor(self.s_plus - self.s_minus, self.lumped_eta(None))
         return self.lag_matrix(lag)
 
-    def tail_modes(self, epsrel: float) -> tuple[default_np.ndarray, default_np.ndarray]:
-        """The bath's memory beyond the cut (lags j > K = ``last_lag``) as modes.
+    def tail_couplings(self, epsrel: float) -> tuple[default_np.ndarray, float]:
+        """The couplings beyond the cut that the tail modes carry, and the tolerance
+        of their fit (``kernels.tail.fit_geometric``).
 
-        The couplings eta_j, j = K+1 .. J, are fitted by the fewest geometric terms
-        eta_j ~ sum_p b_p r_p^(j-K-1) (``kernels.tail.fit_geometric``; exact for a
-        correlation that is a sum of exponentials, e.g. Drude-Lorentz at T > 0, to
-        the tolerance for any other). The tolerance: sum_{j>K} |eta_j - fit| <=
-        dt epsrel / max|s+ - s-|^2, that is int |dC| dt <= epsrel / max|s+ - s-|^2
-        beyond the cut, half of it for the lags after J (where int_{J dt}^inf |C| is
-        below it) and half for the fit. A term couples a new point to an old one by
-        exp(-(s+ - s-)_new r^(j-K-1) (b s+ - b^* s-)_old): the parts b s+ and -b^* s-
-        decay at r and r^* (the rates come in conjugate pairs, one mode per rate).
-
-        Returns the rates r (M,) and injections (M, m): the amplitude each class of
-        a point gives its mode when it leaves the window (at lag K + 1).
+        The tail's budget is sum_{j>K} |eta_j - fit_j| <= dt epsrel / max|s+ - s-|^2
+        (an error of epsrel / max|s+ - s-|^2 in int |C| beyond the cut, K =
+        ``last_lag``): half of it for the lags after J, where dt int_{J dt}^inf |C| is
+        below it, half for the fit of eta_{K+1} .. eta_J. Returns those couplings
+        (J - K,) complex and the fit's tolerance.
         """
         if self.last_lag is None:
             raise ValueError("tail modes need a memory cut")
         largest = max(float(default_np.max(default_np.abs(self.row_differences))), 1e-300)
         tolerance = self.dt * epsrel / largest**2
         first = self.last_lag + 1
-        last = max(first, self._tail_end(tolerance / 2.0))
-        samples = default_np.array([self.eta(j) for j in range(first, last + 1)])
-        amplitudes, poles = fit_geometric(samples, tolerance / 2.0)
+        last = max(first + 3, self._tail_end(tolerance / 2.0))  # a pencil needs a few
+        couplings = default_np.array([self.eta(j) for j in range(first, last + 1)])
+        return couplings, tolerance / 2.0
+
+    def tail_modes(
+        self, amplitudes: default_np.ndarray, poles: default_np.ndarray
+    ) -> tuple[default_np.ndarray, default_np.ndarray]:
+        """The modes of the couplings beyond the cut, eta_j = sum_p b_p r_p^(j-K-1)
+        (amplitudes b (P,), poles r (P,), closed under conjugation).
+
+        A term couples a new point to an old one by exp(-(s+ - s-)_new r^(j-K-1)
+        (b s+ - b^* s-)_old): the part b s+ decays at r, the part -b^* s- at r^*, so
+        the parts of one rate are one mode. Returns the rates r (M,) and injections
+        (M, m): the amplitude each class of a point gives its mode when it leaves the
+        window (at lag K + 1).
+        """
         rates: list[complex] = []
         injections: list[default_np.ndarray] = []
 

@@ -1,8 +1,8 @@
 """Kernels of the exponential tail: the memory beyond a window's cut held by modes.
 
 Where the discretised correlation beyond lag K is a sum of geometric terms,
-eta_j = sum_m b_m r_m^(j - K - 1) (exactly for a sum of exponentials in C,
-to a tolerance by :func:`fit_geometric` for any other bath), it couples a new
+eta_j = sum_m b_m r_m^(j - K - 1) (:func:`fit_geometric` finds the terms: exactly
+where C is a sum of exponentials, to a tolerance for any other bath), it couples a new
 point k (row value x_k = s+ - s-) to every older point k' (lag j > K) by
 
     exp(sum_m alpha_k beta_m(k') r_m^(j - K - 1)),   alpha_k = -x_k,
@@ -11,7 +11,7 @@ with a rate r_m and an injection beta_m(class) per mode (its amplitude when
 the point leaves the window, at lag K + 1). A sum of products
 alpha beta r^j is what one bosonic mode per term gives: with [a, a^dag] = 1,
 <0| e^{alpha a} r^{j a^dag a} e^{beta a^dag} |0> = exp(alpha beta r^j). So a
-point that leaves the window is put into the modes (e^{beta r^{K+1} a^dag}),
+point that leaves the window is put into the modes (e^{beta a^dag}),
 the modes decay by r per step (r^{a^dag a}), a new point is coupled by
 e^{alpha a}, and a read-out closes the modes with the vacuum <0|: the
 product over all pairs comes out exactly, up to the truncation of the mode

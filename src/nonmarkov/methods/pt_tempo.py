@@ -48,7 +48,7 @@ from ..engines import finalize_window_engine
 from ..engines.base import FinalizeWindowEngine, WindowSpec
 from ..influence import DiscretisedInfluence
 from ..io.atomic import atomic_path
-from ..kernels.tail import tail_depth, tail_operators
+from ..kernels.tail import fit_geometric, tail_depth, tail_operators
 from ..model.bath import Bath
 from ..model.parameters import TempoParameters
 from ..options import EngineOptions, resolve
@@ -561,11 +561,13 @@ def exponential_tail(
     influence: DiscretisedInfluence, parameters: TempoParameters
 ) -> tuple[default_np.ndarray, default_np.ndarray] | None:
     """The tail modes' (couple, merge) matrices of ``parameters.exponential_tail``
-    (:mod:`nonmarkov.kernels.tail`), or None without it."""
+    (:mod:`nonmarkov.kernels.tail`: the couplings beyond the cut fitted by decaying
+    exponentials, one mode per rate), or None without it."""
     if not parameters.exponential_tail:
         return None
     epsrel = parameters.epsrel
-    rates, injections = influence.tail_modes(epsrel)
+    couplings, tolerance = influence.tail_couplings(epsrel)
+    rates, injections = influence.tail_modes(*fit_geometric(couplings, tolerance))
     rows = influence.row_differences
     depth = tail_depth(rates, injections, rows, epsrel)
     return tail_operators(rates, injections, rows, depth)
