@@ -291,7 +291,7 @@ class DiscretisedInfluence:
         ``MAX_TAIL_SAMPLES`` lags."""
         cut = float(self.last_lag) * self.dt  # type: ignore[arg-type]
         scale = max(cut, self.dt, float(self.bath.correlations.time_scale()))
-        times = cut + default_np.geomspace(self.dt, 1e4 * scale, 120)
+        times = cut + default_np.geomspace(self.dt, 1e4 * scale, 60)
         magnitude = default_np.abs(default_np.asarray(self.bath.correlations.correlation(times)))
         pieces = 0.5 * (magnitude[1:] + magnitude[:-1]) * default_np.diff(times)
         rest = default_np.concatenate([default_np.cumsum(pieces[::-1])[::-1], [0.0]])
