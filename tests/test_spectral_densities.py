@@ -226,6 +226,26 @@ def test_drude_lorentz_discretised_influence(lam, gamma, temperature):
         assert tail == pytest.approx(long_one, rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "sd",
+    [
+        nm.DrudeLorentzSD(0.25, 1.0, 1.0),
+        nm.DrudeLorentzSD(0.25, 1.0, 0.05),
+        nm.UnderdampedSD(0.2, 2.0, 0.6, temperature=1.0),
+        nm.DrudeLorentzSD(0.25, 1.0, 0.0),
+    ],
+    ids=["drude-lorentz", "drude-lorentz-low-t", "underdamped", "drude-lorentz-t0"],
+)
+def test_square_integrals_at_once_equal_one_by_one(sd):
+    """The couplings eta_j of many lags at once (closed form over the exponential terms
+    where every tau on the squares is > 0; the one-by-one integrals otherwise: lag 1,
+    T = 0) equal correlation_2d_integral lag by lag."""
+    for dt, lags in [(0.05, np.arange(2, 90)), (0.2, np.arange(1, 40))]:
+        at_once = sd.square_integrals(dt, lags)
+        one_by_one = [sd.correlation_2d_integral(dt, j * dt) for j in lags]
+        np.testing.assert_allclose(at_once, one_by_one, rtol=1e-12, atol=0.0)
+
+
 def test_drude_lorentz_agrees_with_custom_sd_with_large_cutoff():
     """The generic frequency-domain path of CustomSD with the same J and a hard cutoff
     far above gamma gives the same discretised influence (to the cutoff's share)."""

@@ -250,7 +250,12 @@ class DiscretisedInfluence:
         tolerance = self.dt * epsrel / largest**2
         first = self.last_lag + 1
         last = max(first + 3, self._tail_end(tolerance / 2.0))  # a pencil needs a few
-        couplings = default_np.array([self.eta(j) for j in range(first, last + 1)])
+        couplings = self.bath.correlations.square_integrals(
+            self.dt,
+            default_np.arange(first, last + 1),
+            epsrel=self.epsrel,
+            subdiv_limit=self.subdiv_limit,
+        )
         return couplings, tolerance / 2.0
 
     def tail_modes(

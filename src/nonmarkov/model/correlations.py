@@ -143,6 +143,26 @@ class BaseCorrelations(BaseAPIClass):
             result = result.real
         return result.reshape(taus.shape) if taus.ndim else result.reshape(-1)[0].item()
 
+    def square_integrals(
+        self,
+        delta: float,
+        lags: Any,
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+    ) -> default_np.ndarray:
+        """``correlation_2d_integral(delta, j delta)`` ('square') for an array of whole
+        lags j (complex array, the shape of ``lags``): the couplings eta_j of a time
+        grid of step ``delta``. Here one integral after the other; a correlation in
+        closed form may do them at once."""
+        lags_array = default_np.asarray(lags, dtype=float)
+        values = [
+            self.correlation_2d_integral(
+                delta, float(j) * delta, epsrel=epsrel, subdiv_limit=subdiv_limit
+            )
+            for j in lags_array.reshape(-1)
+        ]
+        return default_np.array(values, dtype=complex).reshape(lags_array.shape)
+
     def correlation_2d_integral(
         self,
         delta: float,

@@ -39,6 +39,10 @@ from .correlations import BaseCorrelations, CustomSD, weight_segments
 _MIN_MATSUBARA_TERMS = 2000
 #: at most this many (beyond every pole of J, which needs T >~ 6e-7 times the poles' size)
 _MAX_MATSUBARA_TERMS = 1_000_000
+#: square_integrals keeps the Matsubara terms with nu_k tau below this (e^-40 ~ 4e-18)
+_SERIES_EXPONENT = 40.0
+#: Matsubara terms per block of square_integrals' sum
+_SERIES_BLOCK = 256
 #: Taylor order of (1 - e^-x) / x and (1 - (1 + x) e^-x) / x^2 for |x| < 1/2
 _SERIES_TERMS = 20
 _SERIES_RADIUS = 0.5
@@ -330,6 +334,45 @@ class ExponentialSD(CustomSD):
                     default_np.sum(0.5 * h * _GL_WEIGHTS * weights * _pair_values(pair, taus))
                 )
         return total
+
+    def square_integrals(
+        self,
+        delta: float,
+        lags: Any,
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+    ) -> default_np.ndarray:
+        """eta_j for an array of whole lags j >= 2 at once (T > 0): on such a square every
+        tau = t' - t'' >= (j - 1) delta > 0, where C(tau) = sum_p c_p e^{-z_p tau} +
+        sum_k a(nu_k) e^{-nu_k tau}, so eta_j = sum over the terms of
+        c e^{-z (j - 1) delta} (1 - e^{-z delta})^2 / z^2, the Matsubara series to
+        nu_k (j_min - 1) delta = 40. Lags below 2, T = 0 and a resonant pair: one
+        integral after the other."""
+        lags_array = default_np.asarray(lags, dtype=float)
+        if self.temperature == 0.0 or self._pair is not None or lags_array.size == 0:
+            return super().square_integrals(delta, lags, epsrel, subdiv_limit)
+        nearest = (float(default_np.min(lags_array)) - 1.0) * delta
+        if nearest < delta - 1e-12 * delta:
+            return super().square_integrals(delta, lags, epsrel, subdiv_limit)
+        count = int(math.ceil(_SERIES_EXPONENT / (self._nu_1 * nearest)))
+        if count > _MAX_MATSUBARA_TERMS:
+            return super().square_integrals(delta, lags, epsrel, subdiv_limit)
+        nu = self._nu_1 * default_np.arange(1, count + 1, dtype=float)
+        shifts = (lags_array.reshape(-1) - 1.0) * delta
+
+        def weight(rate: Any) -> Any:  # (1 - e^{-z delta})^2 / z^2
+            return default_np.expm1(-rate * delta) ** 2 / rate**2
+
+        direct = default_np.exp(-default_np.outer(shifts, self._rates)) @ (
+            self._amplitudes * weight(self._rates)
+        )
+        series = default_np.zeros(len(shifts), dtype=complex)
+        for block in range(0, count, _SERIES_BLOCK):  # bounded memory for many terms
+            part = nu[block : block + _SERIES_BLOCK]
+            series += default_np.exp(-default_np.outer(shifts, part)) @ (
+                self._matsubara_amplitude(part) * weight(part)
+            )
+        return (direct + series).reshape(lags_array.shape)
 
     def _finite_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         pieces = _segments(delta, time_1, time_2, shape)
