@@ -271,6 +271,23 @@ def test_imaginary_time_sum_rule():
         assert value.real == pytest.approx(beta * sd.reorganisation_energy, rel=1e-9)
 
 
+@pytest.mark.parametrize("n_steps", [2, 7, 16])
+def test_imaginary_time_integrals_in_closed_form(n_steps):
+    """The closed-form eta_lag of the imaginary-time grid (Matsubara series by residue
+    class) equal the region integrals one by one (quadrature over w), and tile the
+    triangle: n eta_0 + sum_lag (n - lag) eta_lag = beta lambda."""
+    for sd in (nm.DrudeLorentzSD(0.25, 1.0, 0.1), nm.UnderdampedSD(0.2, 1.0, 0.3, 0.4)):
+        closed = sd.imaginary_time_integrals(n_steps)
+        one_by_one = nm.CustomSD.imaginary_time_integrals(sd, n_steps, epsrel=1e-12)
+        assert closed.shape == (n_steps // 2 + 1,)
+        np.testing.assert_allclose(closed, one_by_one, rtol=1e-10, atol=0)
+        lags = np.arange(1, n_steps)
+        folded = closed[np.minimum(lags, n_steps - lags)]
+        total = n_steps * closed[0] + np.sum((n_steps - lags) * folded)
+        beta = 1.0 / sd.temperature
+        assert total == pytest.approx(beta * sd.reorganisation_energy, rel=1e-12)
+
+
 # --------------------------------------------------------------------------
 # underdamped
 # --------------------------------------------------------------------------

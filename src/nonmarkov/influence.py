@@ -377,6 +377,7 @@ class ImaginaryTimeInfluence:
         if not isinstance(correlations, CustomSD) or correlations.temperature <= 0.0:
             raise ValueError("imaginary-time influence needs a spectral density at T > 0")
         self.bath = bath
+        self._correlations = correlations
         self.n_steps = n_steps
         self.delta = 1.0 / (correlations.temperature * n_steps)
         self.epsrel = epsrel
@@ -384,23 +385,16 @@ class ImaginaryTimeInfluence:
         eigenvalues = bath.coupling_eigenvalues
         self.values, self.classes = default_np.unique(eigenvalues, return_inverse=True)
         self.num_classes = len(self.values)
-        self._eta: dict[int, float] = {}
+        self._eta: default_np.ndarray | None = None
 
     def eta(self, lag: int) -> float:
-        """eta_lag (real), 0 <= lag < n_steps."""
-        lag = min(lag, self.n_steps - lag) if lag > 0 else 0
-        if lag not in self._eta:
-            shape = "upper-triangle" if lag == 0 else "square"
-            value = self.bath.correlations.correlation_2d_integral(
-                self.delta,
-                lag * self.delta,
-                shape=shape,
-                epsrel=self.epsrel,
-                subdiv_limit=self.subdiv_limit,
-                matsubara=True,
+        """eta_lag (real), 0 <= lag < n_steps (all lags at the first call: the bath's
+        ``imaginary_time_integrals``)."""
+        if self._eta is None:
+            self._eta = self._correlations.imaginary_time_integrals(
+                self.n_steps, epsrel=self.epsrel, subdiv_limit=self.subdiv_limit
             )
-            self._eta[lag] = float(default_np.real(value))
-        return self._eta[lag]
+        return float(self._eta[min(lag, self.n_steps - lag) if lag > 0 else 0])
 
     def own_factor(self) -> default_np.ndarray:
         """exp(eta_0 s_c^2) per class, (m,)."""

@@ -677,6 +677,31 @@ class CustomSD(BaseCorrelations):
 
         return complex(self._quad(integrand, epsrel, subdiv_limit), 0.0)
 
+    def imaginary_time_integrals(
+        self,
+        n_steps: int,
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+    ) -> default_np.ndarray:
+        """eta_lag, lag = 0 .. n_steps // 2 (real array): the integrals of C_M over the
+        triangle (lag 0, ``'upper-triangle'``) and the squares (``'square'`` at lag delta)
+        of the imaginary-time grid delta = 1 / (T n_steps). Here one integral after the
+        other; a bath in closed form may do them at once."""
+        self._check_thermal()
+        delta = 1.0 / (self.temperature * n_steps)
+        values = [
+            self.correlation_2d_integral(
+                delta,
+                lag * delta,
+                shape="upper-triangle" if lag == 0 else "square",
+                epsrel=epsrel,
+                subdiv_limit=subdiv_limit,
+                matsubara=True,
+            )
+            for lag in range(n_steps // 2 + 1)
+        ]
+        return default_np.real(default_np.array(values, dtype=complex))
+
     def __str__(self) -> str:
         return (
             f"{type(self).__name__}(cutoff={self.cutoff}, cutoff_type="

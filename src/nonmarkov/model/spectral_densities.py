@@ -53,6 +53,8 @@ _GL_NODES, _GL_WEIGHTS = default_np.polynomial.legendre.leggauss(32)
 #: c), and [0, 2^-40]
 _TAIL_PANELS = ((0.0, 2.0**-40),) + tuple((2.0 ** -(j + 1), 2.0**-j) for j in range(40))
 _TAIL_GL_NODES, _TAIL_GL_WEIGHTS = default_np.polynomial.legendre.leggauss(16)
+#: terms per residue class of the imaginary-time series summed one by one
+_RESIDUE_TERMS = 64
 #: relative distance of a real pole rate from a Matsubara frequency below which the two
 #: terms are summed as one pair (each alone would be large and cancel)
 _RESONANCE_WINDOW = 0.05
@@ -195,6 +197,11 @@ class ExponentialSD(CustomSD):
     def _matsubara_amplitude(self, nu: Any) -> Any:
         """a(nu) = -2 pi i T J(-i nu) = nu_1 b(nu) (real) for an array of nu > 0."""
         return self._nu_1 * self._axis_density(nu)
+
+    def _imaginary_axis_response(self, nu: Any) -> Any:
+        """chi(i nu) = int_0^inf J(w) 2 w / (w^2 + nu^2) dw (real) for an array of
+        nu >= 0: the bath's response function on the imaginary axis, chi(0) = 2 lambda."""
+        raise NotImplementedError
 
     def _axis_refinements(self) -> list[tuple[float, float]]:
         """(nu_r, delta) of the poles nu_r +- i delta of b near the positive axis, around
@@ -413,6 +420,47 @@ class ExponentialSD(CustomSD):
                 value += coefficient * decay * (inner - 1.0 / (rate * (rate + delta)))
         return value
 
+    def imaginary_time_integrals(
+        self,
+        n_steps: int,
+        epsrel: float = config.DEFAULT_INTEGRAL_EPSREL,
+        subdiv_limit: int = config.DEFAULT_SUBDIV_LIMIT,
+    ) -> default_np.ndarray:
+        """eta_lag, lag = 0 .. n_steps // 2, of the imaginary-time grid delta = beta /
+        n_steps in closed form (``epsrel``, ``subdiv_limit`` unused). C_M is beta-periodic,
+
+            C_M(tau) = T sum_{n in Z} chi(i nu_n) e^{i nu_n tau},  nu_n = 2 pi n T,
+
+        so a square at lag j integrates to T [chi(0) delta^2 + 4 sum_{n >= 1} chi(i nu_n)
+        (1 - cos nu_n delta) cos(nu_n j delta) / nu_n^2] and the triangle to T [chi(0)
+        delta^2 / 2 + 2 sum_{n >= 1} chi(i nu_n) (1 - cos nu_n delta) / nu_n^2]. The angles
+        nu_n delta = 2 pi n / n_steps repeat with n mod n_steps: per residue r the sum over
+        n = r + m n_steps is smooth in m, summed to m = 63 and its tail by Euler-Maclaurin
+        (as :meth:`_matsubara_sum`); the lags are then one cosine transform."""
+        self._check_thermal()
+        n = int(n_steps)
+        beta = 1.0 / self.temperature
+        delta = beta / n
+        residues = default_np.arange(1, n, dtype=float)  # r = 0: 1 - cos = 0
+
+        def summand(k: Any) -> Any:  # chi(i nu_k) / nu_k^2 at (real) k
+            nu = self._nu_1 * k
+            return self._imaginary_axis_response(nu) / nu**2
+
+        count = _RESIDUE_TERMS
+        sums = summand(residues[:, None] + n * default_np.arange(count)).sum(axis=1)
+        start = residues + (count - 0.5) * n  # int_{count - 1/2}^inf dm = int_start^inf dk / n
+        nodes = start[:, None] / _TAIL_S
+        tail = default_np.sum(_TAIL_W * nodes / _TAIL_S * summand(nodes), axis=1) / n
+        slope = (summand(start + n) - summand(start - n)) / 48.0  # h'(count - 1/2) / 24
+        angles = 2.0 * math.pi * residues / n
+        weights = 2.0 * default_np.sin(0.5 * angles) ** 2 * (sums + tail + slope)
+        chi_0 = float(self._imaginary_axis_response(default_np.array([0.0]))[0])
+        lags = default_np.arange(n // 2 + 1, dtype=float)
+        squares = chi_0 * delta**2 + 4.0 * default_np.cos(default_np.outer(lags, angles)) @ weights
+        squares[0] = 0.5 * chi_0 * delta**2 + 2.0 * float(default_np.sum(weights))
+        return squares / beta
+
     def _matsubara_region_integral(self, delta, time_1, time_2, shape, epsrel, subdiv_limit):
         """Region integral of C_M(tau) = int J(w) [e^{-w tau} + e^{-w (beta - tau)}] /
         (1 - e^{-w beta}) dw: the tau integral in closed form, then quadrature over w."""
@@ -521,6 +569,9 @@ class DrudeLorentzSD(ExponentialSD):
     def _axis_density(self, nu):
         gamma = self.cutoff
         return (2.0 * self.reorganisation_energy * gamma / math.pi) * nu / (nu**2 - gamma**2)
+
+    def _imaginary_axis_response(self, nu):
+        return 2.0 * self.reorganisation_energy * self.cutoff / (self.cutoff + nu)
 
     def _axis_integral(self, transform) -> float:
         """int_0^inf b(nu) F(nu) dnu at T = 0, b = (lambda gamma / pi) (1/(nu - gamma)
@@ -636,6 +687,10 @@ class UnderdampedSD(ExponentialSD):
         w0, damping = self.frequency, self.damping
         prefactor = -2.0 * self.reorganisation_energy * damping * w0**2 / math.pi
         return prefactor * nu / ((w0**2 + nu**2) ** 2 - damping**2 * nu**2)
+
+    def _imaginary_axis_response(self, nu):
+        w0 = self.frequency
+        return 2.0 * self.reorganisation_energy * w0**2 / (w0**2 + nu**2 + self.damping * nu)
 
     def __str__(self) -> str:
         return (
