@@ -294,15 +294,14 @@ def check_conventions(case: dict) -> dict:
     return result
 
 
-def heom_run(case: dict, terms: int, depth: int, terminator: bool = False) -> dict:
-    """<sigma_z> on GRID from QuTiP's HEOMSolver; its seconds (setup + run).
-    ``terminator`` (Drude-Lorentz): the Pade terms left out enter as QuTiP's Markovian
-    terminator (``system_terminator`` of the expansion's ``delta``)."""
+def heom_solver(case: dict, terms: int, depth: int, terminator: bool = False, **options):
+    """QuTiP's HEOMSolver of ``case``: Pade terms Nk (Drude-Lorentz; ``terminator``: the
+    terms left out enter as QuTiP's Markovian terminator, ``system_terminator`` of the
+    expansion's ``delta``) or ESPIRA-I exponentials (super-Ohmic), hierarchy ``depth``."""
     import qutip
     from qutip.core.environment import system_terminator
     from qutip.solver.heom import HEOMSolver
 
-    start, cpu = time.perf_counter(), time.process_time()
     environment = qutip_environment(case)
     delta = None
     with warnings.catch_warnings():
@@ -321,7 +320,16 @@ def heom_run(case: dict, terms: int, depth: int, terminator: bool = False) -> di
         hamiltonian = qutip.liouvillian(hamiltonian) + system_terminator(
             qutip.sigmaz(), float(np.real(delta))
         )
-    solver = HEOMSolver(hamiltonian, (fitted, qutip.sigmaz()), depth, options=ODE)
+    return HEOMSolver(hamiltonian, (fitted, qutip.sigmaz()), depth, **options)
+
+
+def heom_run(case: dict, terms: int, depth: int, terminator: bool = False) -> dict:
+    """<sigma_z> on GRID from QuTiP's HEOMSolver (:func:`heom_solver`); its seconds
+    (setup + run)."""
+    import qutip
+
+    start, cpu = time.perf_counter(), time.process_time()
+    solver = heom_solver(case, terms, depth, terminator, options=ODE)
     result = solver.run(qutip.basis(2, 0).proj(), GRID, e_ops=[_sz()])
     return {
         "program": "heom",

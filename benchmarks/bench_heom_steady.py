@@ -49,7 +49,6 @@ import itertools  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
-import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -59,8 +58,8 @@ from bench_heom import (  # noqa: E402
     EPS,
     SUPEROHMIC_TERMS,
     TOLERANCES,
+    heom_solver,
     nonmarkov_bath,
-    qutip_environment,
 )
 
 #: the largest distance of a reference's observed order from the splitting's order 2
@@ -107,30 +106,8 @@ def bloch(rho: np.ndarray) -> np.ndarray:
 
 def heom_steady_state(case: dict, terms: int, depth: int, terminator: bool = False) -> dict:
     """QuTiP's HEOM steady state; its CPU seconds (fit, solver setup and solve)."""
-    import qutip
-    from qutip.core.environment import system_terminator
-    from qutip.solver.heom import HEOMSolver
-
     cpu = time.process_time()
-    environment = qutip_environment(case)
-    delta = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if "lam" in case:
-            fitted = environment.approximate("pade", Nk=terms, compute_delta=terminator)
-            if terminator:
-                fitted, delta = fitted
-        else:
-            tlist = np.linspace(0.0, 20.0 / case["wc"], 2000)
-            fitted = environment.approximate("espira-I", tlist, Nr=terms, separate=False)
-    if isinstance(fitted, tuple):
-        fitted = fitted[0]
-    hamiltonian = 0.5 * EPS * qutip.sigmaz() + 0.5 * DELTA * qutip.sigmax()
-    if delta is not None:
-        hamiltonian = qutip.liouvillian(hamiltonian) + system_terminator(
-            qutip.sigmaz(), float(np.real(delta))
-        )
-    solver = HEOMSolver(hamiltonian, (fitted, qutip.sigmaz()), depth)
+    solver = heom_solver(case, terms, depth, terminator)
     rho, _ = solver.steady_state(use_mkl=False)
     return {
         "program": "heom",
