@@ -278,7 +278,17 @@ def test_imaginary_time_integrals_in_closed_form(n_steps):
     triangle: n eta_0 + sum_lag (n - lag) eta_lag = beta lambda."""
     for sd in (nm.DrudeLorentzSD(0.25, 1.0, 0.1), nm.UnderdampedSD(0.2, 1.0, 0.3, 0.4)):
         closed = sd.imaginary_time_integrals(n_steps)
-        one_by_one = nm.CustomSD.imaginary_time_integrals(sd, n_steps, epsrel=1e-12)
+        delta = 1.0 / (sd.temperature * n_steps)
+        one_by_one = [
+            sd.correlation_2d_integral(
+                delta,
+                lag * delta,
+                shape="upper-triangle" if lag == 0 else "square",
+                epsrel=1e-12,
+                matsubara=True,
+            ).real
+            for lag in range(n_steps // 2 + 1)
+        ]
         assert closed.shape == (n_steps // 2 + 1,)
         np.testing.assert_allclose(closed, one_by_one, rtol=1e-10, atol=0)
         lags = np.arange(1, n_steps)
@@ -286,6 +296,8 @@ def test_imaginary_time_integrals_in_closed_form(n_steps):
         total = n_steps * closed[0] + np.sum((n_steps - lags) * folded)
         beta = 1.0 / sd.temperature
         assert total == pytest.approx(beta * sd.reorganisation_energy, rel=1e-12)
+    with pytest.raises(ValueError, match="n_steps"):
+        nm.DrudeLorentzSD(0.25, 1.0, 0.1).imaginary_time_integrals(1)
 
 
 # --------------------------------------------------------------------------

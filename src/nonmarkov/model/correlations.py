@@ -688,6 +688,7 @@ class CustomSD(BaseCorrelations):
         of the imaginary-time grid delta = 1 / (T n_steps). Here one integral after the
         other; a bath in closed form may do them at once."""
         self._check_thermal()
+        n_steps = check.positive_integer(n_steps, "n_steps", minimum=2)
         delta = 1.0 / (self.temperature * n_steps)
         values = [
             self.correlation_2d_integral(

@@ -438,7 +438,7 @@ class ExponentialSD(CustomSD):
         n = r + m n_steps is smooth in m, summed to m = 63 and its tail by Euler-Maclaurin
         (as :meth:`_matsubara_sum`); the lags are then one cosine transform."""
         self._check_thermal()
-        n = int(n_steps)
+        n = check.positive_integer(n_steps, "n_steps", minimum=2)
         beta = 1.0 / self.temperature
         delta = beta / n
         residues = default_np.arange(1, n, dtype=float)  # r = 0: 1 - cos = 0
