@@ -13,7 +13,7 @@ mean-force Gibbs state Tr_B exp(-H/T) / Z, so three routes give the same state:
   them minutes long);
 - ``gibbs``: nonmarkov's Gibbs TEMPO (``GibbsTempo``, the imaginary-time path
   integral over [0, 1/T] in ``n_steps`` steps), over n_steps = 8 .. 128 and epsrel 1e-7 ..
-  1e-9 (T < 0.5: 16 .. 256 and 1e-8 .. 1e-10, and HEOM with Nk 4 .. 12, depth 2 .. 6);
+  1e-9 (T < 0.5: 16 .. 128 and 1e-9 .. 1e-11, and HEOM with Nk 4 .. 12, depth 2 .. 6);
   runs at n, 2n (, 4n) are combined by Richardson extrapolation in the step 1/(T n)
   (``nonmarkov.methods.extrapolation.richardson`` on the imaginary-time Dynamics,
   order 2 checked on three levels, and its second, Romberg stage where the check
@@ -64,8 +64,9 @@ from bench_heom import (  # noqa: E402
 
 #: the largest distance of a reference's observed order from the splitting's order 2
 CLEAN_ORDER = 0.1
-#: the largest hierarchy a steady-state run may have (auxiliary density operators)
-MAX_ADOS = 5_000
+#: the largest hierarchy a steady-state run may have (auxiliary density operators; the
+#: LU's fill-in grows fast: T 0.1, Nk 8, depth 6, 5,005 ADOs, takes ~150 s)
+MAX_ADOS = 6_000
 #: uniform PT runs: dt, which of the case's tcuts, epsrel; the longer cut only (the build
 #: at the shorter one takes a larger bond and is slower and no more accurate: weak, dt
 #: 0.4, tcut 4: bond 55, 2.6 s, 3.9e-3 off; lambda 0.25, T 1, tcut 4: bond 144, ~50 s;
@@ -87,14 +88,18 @@ GRIDS = {
         "uniform": UNIFORM,
     },
 }
-#: at low temperature: HEOM needs more Pade terms (depth 4 is converged to ~2e-5
-#: there), Gibbs TEMPO a finer step (the same steps per unit of 1/T need n ~ 10x) and a
-#: tighter epsrel (at T 0.1, n 256: epsrel 1e-9 is 1e-4 off 1e-10)
+#: at low temperature: HEOM needs more Pade terms and depth 6 (T 0.1: <sigma_z> moves
+#: 1.2e-3 from depth 4 to 6, 2e-5 from 6 to 8), Gibbs TEMPO a finer step (the same steps
+#: per unit of 1/T need n ~ 10x) and a much tighter epsrel: its truncation error grows
+#: with n and falls unevenly with epsrel (T 0.1, <sigma_x> at n 128: 1e-9 / 1e-10 / 1e-11
+#: are 7.4e-5 / 5.2e-5 / 2.9e-6 off 1e-12; at n 256, 1e-11 / 1e-12 are ~8e-5 / ~1e-5 off
+#: the value the n 32 .. 128 ladder predicts, and 1e-12 takes 10 minutes), so the
+#: ladders stop at n 128
 LOW_T_GRID = {
     "terms": (4, 6, 8, 10, 12),
     "depths": (2, 4, 6),
-    "n_steps": (16, 32, 64, 128, 256),
-    "epsrels": (1e-8, 1e-9, 1e-10),
+    "n_steps": (16, 32, 64, 128),
+    "epsrels": (1e-9, 1e-10, 1e-11),
 }
 
 
