@@ -116,6 +116,8 @@ def heom_steady_state(case: dict, terms: int, depth: int, terminator: bool = Fal
     rho, _ = solver.steady_state(use_mkl=False)
     return {
         "program": "heom",
+        "terms": terms,
+        "depth": depth,
         "label": f"Nk {terms}, depth {depth}" + (", terminator" if terminator else ""),
         "seconds": time.process_time() - cpu,
         "bloch": bloch(rho.full()),
@@ -266,7 +268,7 @@ def run_case(name: str, grid: dict, log, low_t: bool = True) -> dict:
         )
     )
     if heom_runs:
-        deepest = heom_runs[-1]
+        deepest = max(heom_runs, key=lambda run: (run["depth"], run["terms"]))
         log(f"  the deepest HEOM run, {deepest['label']}, against it: {distance(deepest):.1e}")
     # not candidates: the reference and what ends in its finest run (the same values)
     nm_runs = [
