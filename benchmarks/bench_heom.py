@@ -58,9 +58,10 @@ reference is Nk 12 at depth 6 plus the change from Nk 12 to 16 at depth 5 and fr
 depth 6 to 8 at Nk 6, checked against the same sum from other runs; at T = 0.05
 (``verylowT``: HEOM's Pade terms 2-12) and for the super-Ohmic case the three-level
 extrapolation at the finest dt with the tightest epsrel and longest tcut, checked
-against the next one and (low T) against the deepest HEOM run of the grid. For each case and each
-tolerance 1e-3, 1e-4, 1e-5 the table gives the cheapest run of each program whose
-error is within it (its parameters and seconds), and the ratio nonmarkov/HEOM.
+against the next one and (low T) against the deepest HEOM run of the grid. For each
+case and each tolerance 1e-3, 1e-4, 1e-5 the table gives the cheapest run of each
+program whose error is within it (its parameters and seconds), and the ratio
+nonmarkov/HEOM.
 
 One BLAS thread (set before NumPy loads). All runs happen one after the other in this
 process. The seconds compared are the process's CPU seconds of each run
