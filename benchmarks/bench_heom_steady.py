@@ -315,7 +315,7 @@ def run_case(name: str, grid: dict, log, low_t: bool = True) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(  # verylowT: 15 minutes (n 128 at epsrel 1e-11, bond ~230)
+    parser.add_argument(  # verylowT: ~20 CPU minutes (n 128 at epsrel 1e-11, bond ~230)
         "--cases",
         nargs="+",
         default=["weak", "intermediate", "strong", "lowT"],
