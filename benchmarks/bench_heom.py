@@ -30,18 +30,20 @@ numerical integrals) agree to 6e-5 relative (the limit there is 1e-4).
 
 HEOM runs: Pade terms Nk (Drude-Lorentz, each with and without QuTiP's terminator
 for the terms left out) or fitted exponentials (super-Ohmic) times hierarchy depth
-(runs with more than ``MAX_ADOS`` auxiliary density operators skipped), ODE
+(runs with more than ``MAX_ADOS`` auxiliary density operators skipped; per case
+``max_ados``, and ``terminators`` where the terminator is known to change nothing), ODE
 tolerance atol = rtol = 1e-9 (the time of a run: building the solver and running it).
 nonmarkov runs (``--methods``): ``tail``, TEMPO with ``exponential_tail=True`` (the
 memory beyond the cut carried by modes, fitted exponentials) at the case's short cuts
 ``tail_tcuts`` and epsrel 1e-6 .. 1e-9 (``--tail-tcuts``, ``--tail-epsrels``);
 ``tempo``, TEMPO with a plain cut (``tempo_compute``); ``uniform``, the uniform process
 tensor (``pt_uniform_compute`` + ``compute_uniform_dynamics``); over dt, memory cut tcut
-and epsrel; every set of runs
-at dt, dt/2 (and dt/4) with the same tcut and epsrel is also combined by Richardson
+and epsrel (dt: the grid's, or ``--dts``, each dividing 0.4); every set of runs at dt,
+dt/2 (and dt/4) with the same tcut and epsrel is also combined by Richardson
 extrapolation (``nonmarkov.methods.extrapolation.richardson``, order 2, its order check
 on three levels; from three levels that pass it also the second, Romberg stage,
-``next_order=4``, labelled ``romberg``), costing the sum of its runs.
+``next_order=4``, labelled ``romberg``), and so is every pair dt, dt/1.5 (``--dts 0.4
+0.2 0.4/3``), costing the sum of its runs.
 
 Memory cut and epsrel (the default grid, ``rule``): per tolerance tol, the memory cut
 is chosen from the decay of the bath's correlation function: the shortest tcut (a
@@ -56,7 +58,9 @@ as ``reference check``; ``--reference-cache DIR`` keeps them for reruns); at T =
 (``lowT``) no single hierarchy within reach converges (Nk 12 needs depth 8), so the
 reference is Nk 12 at depth 6 plus the change from Nk 12 to 16 at depth 5 and from
 depth 6 to 8 at Nk 6, checked against the same sum from other runs; at T = 0.05
-(``verylowT``: HEOM's Pade terms 2-12) and for the super-Ohmic case the three-level
+(``verylowT``) likewise Nk 16 at depth 5 plus the change from Nk 16 to 32 at depth 4
+and from depth 5 to 8 at Nk 8 (HEOM's grid there: Nk 2-16, to 110,000 ADOs). For the
+super-Ohmic case, and for any case with ``--nonmarkov-reference``, the three-level
 extrapolation at the finest dt with the tightest epsrel and longest tcut, checked
 against the next one and (low T) against the deepest HEOM run of the grid. For each
 case and each tolerance 1e-3, 1e-4, 1e-5 the table gives the cheapest run of each
@@ -71,7 +75,8 @@ are kept too (``wall_s`` in the JSON).
 
     python benchmarks/bench_heom.py [--cases weak intermediate] [--quick]
         [--grid quick|medium|full] [--methods tempo tail uniform] [--reference-cache DIR]
-        [--nonmarkov-reference] [--tail-tcuts ...] [--tail-epsrels ...] [--json out.json]
+        [--nonmarkov-reference] [--tail-tcuts ...] [--tail-epsrels ...] [--dts ...]
+        [--json out.json]
 
 ``--nonmarkov-reference``: judge every case against nonmarkov's most accurate
 extrapolation (as at low temperature), printing its distance to HEOM's reference runs.
@@ -149,8 +154,16 @@ CASES = {
         "T": 0.05,
         "tcuts": (8.0, 16.0),
         "tail_tcuts": (6.0, 8.0),
-        "reference": None,
-        "heom_terms": LOW_T,
+        # Nk 16 at depth 5 with the Pade terms' change from 16 to 32 at depth 4 and the
+        # depth's from 5 to 8 at Nk 8 (measured: Nk 12 -> 16 -> 20 -> 24 at depth 4
+        # changes <sigma_z> by 1.2e-4, 3.7e-5, 1.4e-5; depth 5 -> 6 -> 7 -> 8 at Nk 8 by
+        # 1.5e-4, 5.4e-5, 2e-6; Nk 12 -> 16 is the same at depth 4 and 5 to 1e-7)
+        "reference": ("16/5 + 32/4 - 16/4 + 8/8 - 8/5", "12/5 + 24/4 - 12/4 + 8/7 - 8/5"),
+        "heom_terms": LOW_T + (14, 16),
+        # 1e-4 needs Nk >= 14 at depth 6 (54,264 / 100,947 ADOs); the terminator
+        # changes nothing here (Nk 12 and 16 at depth 5: the same error to 1e-6)
+        "max_ados": 110_000,
+        "terminators": (False,),
     },
     "superohmic": {
         "alpha": 0.05,
@@ -282,7 +295,7 @@ def check_conventions(case: dict) -> dict:
     QuTiP's exact routines against each other and, for Drude-Lorentz, each against
     the closed form (QuTiP's ``correlation_function`` of ``DrudeLorentzEnvironment``
     drifts at low T; its HEOM uses the Pade expansion, checked too, at the
-    reference's number of terms)."""
+    reference's largest number of terms)."""
     times = np.array([0.1, 0.3, 1.0, 2.0, 5.0, 10.0])
     ours = np.asarray(nonmarkov_bath(case).correlations.correlation(times))
     environment = qutip_environment(case)
@@ -294,7 +307,7 @@ def check_conventions(case: dict) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             terms = (
-                parse_composite(case["reference"][0])[0][1]
+                max(terms for _, terms, _ in parse_composite(case["reference"][0]))
                 if case["reference"]
                 else max(case["heom_terms"])
             )
@@ -399,43 +412,47 @@ def on_grid(times: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def extrapolations(runs: list[dict]) -> list[dict]:
-    """Richardson combinations of runs at dt, dt/2 (, dt/4) with the same method,
-    tcut and epsrel: two levels (unchecked), three levels (order checked) and, where
-    that check passes, its second (Romberg) stage."""
+    """Richardson combinations of runs with the same method, tcut and epsrel: at dt,
+    dt/2 (two levels, unchecked), dt, dt/2, dt/4 (order checked) and, where that check
+    passes, its second (Romberg) stage; and at dt, dt/1.5 (two levels: a finer pair
+    than dt, dt/2 for the cost of its finest run, leaving 1/9 of the dt^4 term of
+    2 dt, dt)."""
     from nonmarkov.methods.extrapolation import NEXT_ORDER, richardson
 
     by_key: dict = {}
     for run in runs:
         by_key.setdefault((run["method"], run["tcut"], run["epsrel"]), {})[run["dt"]] = run
+    ladders = [(2.0, 2), (2.0, 3), (1.5, 2)]  # (ratio, levels)
     combined = []
     for (method, tcut, epsrel), levels in by_key.items():
-        for dt in sorted(levels, reverse=True):
-            for count in (2, 3):
-                dts = [dt / 2**k for k in range(count)]
-                if not all(any(abs(d - other) < 1e-12 for other in levels) for d in dts):
-                    continue
-                chosen = [levels[min(levels, key=lambda x, d=d: abs(x - d))] for d in dts]
-                pairs = [(run["times"], run["values"]) for run in chosen]
-                results = {
-                    f"richardson{count}": richardson(pairs, times=GRID, on_failed_check="finest")
-                }
-                if count == 3 and results["richardson3"].order_check == "passed":
-                    results["romberg"] = richardson(pairs, times=GRID, next_order=NEXT_ORDER)
-                for name, result in results.items():
-                    combined.append(
-                        {
-                            "program": "nonmarkov",
-                            "method": f"{method}+{name}",
-                            "dt": dts[-1],
-                            "tcut": tcut,
-                            "epsrel": epsrel,
-                            "seconds": sum(run["seconds"] for run in chosen),
-                            "wall_s": sum(run["wall_s"] for run in chosen),
-                            "sz": np.real(np.asarray(result.values)),
-                            "order_check": result.order_check,
-                            "observed_order": result.observed_order,
-                        }
-                    )
+        for dt, (ratio, count) in itertools.product(sorted(levels, reverse=True), ladders):
+            dts = [dt / ratio**k for k in range(count)]
+            found = [[x for x in levels if abs(x - d) < 1e-9 * d] for d in dts]
+            if not all(found):
+                continue
+            chosen = [levels[x[0]] for x in found]
+            pairs = [(run["times"], run["values"]) for run in chosen]
+            results = {
+                f"richardson{count}": richardson(pairs, times=GRID, on_failed_check="finest")
+            }
+            if count == 3 and results["richardson3"].order_check == "passed":
+                results["romberg"] = richardson(pairs, times=GRID, next_order=NEXT_ORDER)
+            for name, result in results.items():
+                combined.append(
+                    {
+                        "program": "nonmarkov",
+                        "method": f"{method}+{name}",
+                        "dt": dts[-1],
+                        "dts": [run["dt"] for run in chosen],
+                        "tcut": tcut,
+                        "epsrel": epsrel,
+                        "seconds": sum(run["seconds"] for run in chosen),
+                        "wall_s": sum(run["wall_s"] for run in chosen),
+                        "sz": np.real(np.asarray(result.values)),
+                        "order_check": result.order_check,
+                        "observed_order": result.observed_order,
+                    }
+                )
     return combined
 
 
@@ -446,9 +463,8 @@ def label(run: dict) -> str:
         extra = ", terminator" if run.get("terminator") else ""
         return f"Nk {run['terms']}, depth {run['depth']}{extra}"
     check = f", order {run['order_check']}" if "order_check" in run else ""
-    return (
-        f"{run['method']} dt {run['dt']:g}, tcut {run['tcut']:g}, epsrel {run['epsrel']:g}{check}"
-    )
+    steps = ", ".join(f"{dt:.4g}" for dt in run.get("dts", [run["dt"]]))
+    return f"{run['method']} dt {steps}, tcut {run['tcut']:g}, epsrel {run['epsrel']:g}{check}"
 
 
 def same_finest_run(run: dict, reference: dict) -> bool:
@@ -533,11 +549,12 @@ def run_case(
         raise ValueError(f"{name}: the two programs' C(t) differ ({deviation:.1e})")
     heom_runs = []
     terms_list = case.get("heom_terms", grid["terms"]) if "lam" in case else SUPEROHMIC_TERMS
-    terminators = (False, True) if "lam" in case else (False,)
+    terminators = case.get("terminators", (False, True) if "lam" in case else (False,))
+    max_ados = case.get("max_ados", MAX_ADOS)
     for terms, depth, terminator in itertools.product(terms_list, grid["depths"], terminators):
         exponents = terms + 1 if "lam" in case else 2 * terms
-        if math.comb(exponents + depth, depth) > MAX_ADOS:
-            log(f"  heom Nk {terms}, depth {depth}: more than {MAX_ADOS} ADOs, skipped")
+        if math.comb(exponents + depth, depth) > max_ados:
+            log(f"  heom Nk {terms}, depth {depth}: more than {max_ados} ADOs, skipped")
             continue
         heom_runs.append(heom_run(case, terms, depth, terminator))
         log(f"  heom {label(heom_runs[-1])}: {heom_runs[-1]['seconds']:.2f} s")
@@ -639,6 +656,21 @@ def run_case(
     }
 
 
+def time_step(text: str) -> float:
+    """A time step from the command line, "0.1" or "0.4/3", that divides the
+    comparison grid's 0.4."""
+    numerator, _, denominator = text.partition("/")
+    try:
+        dt = float(numerator) / float(denominator or 1)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(
+            f"a time step is a number or a fraction; got {text!r}"
+        ) from None
+    if dt <= 0 or abs(0.4 / dt - round(0.4 / dt)) > 1e-9:
+        raise argparse.ArgumentTypeError(f"the time step must divide 0.4; got {text!r}")
+    return dt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -663,6 +695,13 @@ def main() -> None:
         "--tail-tcuts", nargs="+", type=float, default=None, help="tcuts of the tail runs"
     )
     parser.add_argument(
+        "--dts",
+        nargs="+",
+        type=time_step,
+        default=None,
+        help="nonmarkov's time steps, each dividing 0.4 (a fraction like 0.4/3 allowed)",
+    )
+    parser.add_argument(
         "--nonmarkov-reference",
         action="store_true",
         help="judge every case against nonmarkov's most accurate extrapolation (checked "
@@ -670,6 +709,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     grid = dict(GRIDS["quick" if args.quick else args.grid])
+    if args.dts:
+        grid["dts"] = tuple(args.dts)
     if args.tail_epsrels:
         grid["tail_epsrels"] = tuple(args.tail_epsrels)
     if args.tail_tcuts:
