@@ -106,7 +106,9 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 
 DELTA, EPS, END = 1.0, 0.5, 20.0
-GRID = np.round(np.arange(0.0, END + 1e-9, 0.4), 10)
+#: spacing of the comparison times (every time step and memory cut is a divisor / multiple)
+GRID_STEP = 0.4
+GRID = np.round(np.arange(0.0, END + 1e-9, GRID_STEP), 10)
 TOLERANCES = (1e-3, 1e-4, 1e-5)
 ODE = {"atol": 1e-9, "rtol": 1e-9, "nsteps": 1_000_000, "progress_bar": False}
 
@@ -257,7 +259,7 @@ def nonmarkov_bath(case: dict):
     return nm.Bath(nm.operators.sigma("z"), correlations)
 
 
-def memory_cut(case: dict, tolerance: float, step: float = 0.4) -> float:
+def memory_cut(case: dict, tolerance: float, step: float = GRID_STEP) -> float:
     """The memory cut for an error ``tolerance`` in <sigma_z>: the shortest multiple of
     ``step`` with 2 int_tcut^inf |C(t)| dt <= tolerance / 2 (C from nonmarkov's bath;
     the integral by trapezoids on a 0.01 grid to t = 200), at most the end time."""
@@ -663,8 +665,8 @@ def run_case(
 
 
 def time_step(text: str) -> float:
-    """A time step from the command line, "0.1" or "0.4/3", that divides the
-    comparison grid's 0.4."""
+    """A time step from the command line, "0.1" or "0.4/3", that divides
+    :data:`GRID_STEP`."""
     numerator, _, denominator = text.partition("/")
     try:
         dt = float(numerator) / float(denominator or 1)
@@ -672,8 +674,10 @@ def time_step(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"a time step is a number or a fraction; got {text!r}"
         ) from None
-    if dt <= 0 or abs(0.4 / dt - round(0.4 / dt)) > 1e-9:
-        raise argparse.ArgumentTypeError(f"the time step must divide 0.4; got {text!r}")
+    if dt <= 0 or abs(GRID_STEP / dt - round(GRID_STEP / dt)) > 1e-9:
+        raise argparse.ArgumentTypeError(
+            f"the time step must divide the grid's {GRID_STEP:g}; got {text!r}"
+        )
     return dt
 
 
