@@ -74,7 +74,9 @@ def _assert_estimate(dynamics, exact, tolerance):
     true = _max_error(dynamics.states, exact)
     estimate = float(np.max(dynamics.error_estimate))
     assert true <= estimate + ROUNDING, (true, estimate)
-    assert estimate <= 10.0 * true + ROUNDING, (true, estimate)
+    # an estimate far below the tolerance (1e-5 of it) is as good as zero: there both
+    # are the rounding of the runs compared, which need not be within 10x of each other
+    assert estimate <= 10.0 * true + max(ROUNDING, 1e-5 * tolerance), (true, estimate)
     assert true <= tolerance
     assert estimate <= tolerance
     assert dynamics.error_estimate.shape == (len(dynamics),)

@@ -53,6 +53,7 @@ from nonmarkov.engines.eager_chain import EagerChainEngine
 from nonmarkov.engines.eager_window import EagerWindowEngine
 from nonmarkov.influence import DiscretisedInfluence
 from nonmarkov.kernels.chain import close_bonds
+from nonmarkov.options import default_options
 from nonmarkov.methods.dynamics import chain_controls
 from nonmarkov.methods.pt_tempo import first_point, pt_window_spec
 
@@ -166,6 +167,7 @@ def trace_problem(system, bath, rho0, parameters, num_steps, unique=False) -> Tr
         epsrel=parameters.epsrel,
         memory=parameters.dkmax,
         oldest="trace",
+        trace_weight=default_options().trace_weight,  # as TEMPO's window
     )
     between = first @ second
     d = system.dimension

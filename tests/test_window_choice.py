@@ -24,6 +24,7 @@ from nonmarkov.engines import (
 )
 from nonmarkov.engines.base import WindowCapabilities, WindowSpec
 from nonmarkov.engines.eager_window import EagerWindowEngine
+from nonmarkov.options import EngineOptions
 
 SILENT = "silent"
 
@@ -45,7 +46,11 @@ class DelegatingWindow:
 class TraceOnlyWindow(DelegatingWindow):
     """Declares the trace mode (TEMPO) only, and no resume."""
 
-    capabilities = WindowCapabilities(modes=("trace",), resume=False)
+    capabilities = WindowCapabilities(modes=("trace",), resume=False, trace_weight=True)
+
+
+class FlatWindow(DelegatingWindow):
+    """Declares no weighted class basis (``trace_weight`` 1 only)."""
 
 
 class NoResumeWindow(DelegatingWindow):
@@ -97,6 +102,26 @@ def test_a_trace_only_engine_runs_tempo_exactly_and_is_refused_a_process_tensor(
         assert_coherences_match(dynamics.states, exact, closed, bound=1e-8)
         with pytest.raises(ValueError, match=r"TraceOnlyWindow.*oldest='finalize'"):
             nm.pt_tempo_compute(bath, 0.0, end_time, parameters, progress_type=SILENT)
+
+
+def test_an_engine_without_the_weighted_basis_runs_tempo_with_the_flat_norm_only():
+    """TEMPO's default trace_weight (10) is refused, naming the way out, before any
+    step; with trace_weight=1 the same engine runs it exactly."""
+    system, bath, rho0, parameters, end_time, exact, closed = independent_boson_problem("ohmic-T0")
+    with use_engines(window=FlatWindow):
+        with pytest.raises(ValueError, match=r"FlatWindow.*trace_weight other than 1"):
+            nm.tempo_compute(system, bath, rho0, 0.0, end_time, parameters, progress_type=SILENT)
+        dynamics = nm.tempo_compute(
+            system,
+            bath,
+            rho0,
+            0.0,
+            end_time,
+            parameters,
+            progress_type=SILENT,
+            options=EngineOptions(trace_weight=1),
+        )
+    assert_coherences_match(dynamics.states, exact, closed, bound=1e-8)
 
 
 def test_an_engine_that_cannot_load_a_window_is_refused_a_resumed_build(tmp_path):

@@ -107,6 +107,8 @@ def _window(spec: WindowSpec, options: EngineOptions | None, resume: bool) -> Wi
         )
     if spec.tail is not None and not declared.tail:
         raise _refuse(engine, "window", "tail modes", "use exponential_tail=False")
+    if spec.trace_weight != 1.0 and not declared.trace_weight:
+        raise _refuse(engine, "window", "a trace_weight other than 1", "use trace_weight=1")
     if resume and not declared.resume:
         raise _refuse(engine, "window", "resume", "it cannot hand over its window")
     return engine

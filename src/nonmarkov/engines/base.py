@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -49,12 +51,15 @@ class WindowCapabilities:
         (``host_window``, ``load_window``: a resumed PT-TEMPO build).
     devices : the platforms it computes on (:data:`DEVICES`).
     tail : whether it runs exponential tail modes (``spec.tail``).
+    trace_weight : whether it holds the sites in a weighted class basis
+        (``spec.trace_weight`` other than 1).
     """
 
     modes: tuple[str, ...] = OLDEST_MODES
     resume: bool = True
     devices: tuple[str, ...] = ("cpu",)
     tail: bool = False
+    trace_weight: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +133,10 @@ class WindowSpec:
         (:mod:`nonmarkov.kernels.tail`): a point that leaves the window goes into a
         last site of D mode states (``'trace'``: instead of being traced;
         ``'finalize'``: and is split off from it, its index kept).
+    trace_weight : the weight w > 0 of the class sum, the direction along which a
+        traced point is read, against the other directions of a site's class
+        index in the norm every cut is made in (:func:`~nonmarkov.kernels.window.
+        trace_basis`; docs/trace_weight.md); 1 for the flat norm. ``'trace'`` only.
     """
 
     front: Any
@@ -143,6 +152,7 @@ class WindowSpec:
     max_rank: int | None = None
     leaving_rows: Callable[[int], Any] | None = None
     tail: tuple[Any, Any] | None = None
+    trace_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.oldest not in OLDEST_MODES:
@@ -154,6 +164,14 @@ class WindowSpec:
             )
         if self.tail is not None and self.memory is None:
             raise ValueError("tail modes need a window with a memory cut")
+        weight = self.trace_weight
+        if not (isinstance(weight, numbers.Real) and math.isfinite(weight) and weight > 0.0):
+            raise ValueError(f"trace_weight must be a finite number > 0; got {weight!r}")
+        if weight != 1.0 and self.oldest != "trace":
+            raise ValueError(
+                "a trace_weight other than 1 weights the direction a traced point is read "
+                f"along: it needs oldest='trace'; got oldest={self.oldest!r}"
+            )
 
     def leaving(self, step: int) -> Any:
         """Rows (r, m) of the coupling at lag ``memory`` in window step ``step``

@@ -15,7 +15,14 @@ import numpy as default_np
 from ..backends.host import to_backend
 from ..backends.numerical_backend import np, numpy_in_this_thread
 from ..kernels.truncation import truncated_svd
-from ..kernels.window import NORM_SITE, advance_window, normalise, trace_vectors
+from ..kernels.window import (
+    NORM_SITE,
+    advance_window,
+    matrix_lags,
+    normalise,
+    trace_basis,
+    trace_vectors,
+)
 from ..options import EngineOptions, resolve
 from .base import (
     WindowCapabilities,
@@ -34,7 +41,7 @@ class EagerWindowEngine:
     """A memory window advanced with the kernels of :mod:`nonmarkov.kernels.window`
     on the active backend (see :class:`~nonmarkov.engines.base.WindowEngine`)."""
 
-    capabilities = WindowCapabilities(tail=True)
+    capabilities = WindowCapabilities(tail=True, trace_weight=True)
     steps_per_call = 1
 
     def __init__(self, spec: WindowSpec, options: EngineOptions | None = None):
@@ -49,7 +56,7 @@ class EagerWindowEngine:
         self._log_scale = float(spec.log_scale)
         self._memory = 0 if spec.memory is None else int(spec.memory)
         self._between = LastArguments(to_backend)
-        self._leaving = LastArguments(to_backend)
+        self._leaving = LastArguments(lambda rows: to_backend(self._lags_in_basis(rows)))
         #: window steps run so far (after the first point)
         self.steps = 0
         m = self._projector.shape[1]
@@ -59,6 +66,15 @@ class EagerWindowEngine:
         self._tail = (
             None if spec.tail is None else (to_backend(spec.tail[0]), to_backend(spec.tail[1]))
         )
+        #: the sites' class basis (A, 1^T A^-1) and A^-1 on the backend, or None (flat)
+        self._class_basis: tuple[Any, Any] | None = None
+        self._from_basis: Any = None
+        #: the same basis and its inverse on the host
+        self._host_basis: tuple[Any, Any] | None = None
+        if spec.trace_weight != 1.0:
+            basis, inverse = self._host_basis = trace_basis(m, spec.trace_weight)
+            self._class_basis = (to_backend(basis), to_backend(inverse.sum(axis=0)))
+            self._from_basis = to_backend(inverse)
 
     @property
     def memory(self) -> int:
@@ -72,8 +88,16 @@ class EagerWindowEngine:
 
     def _site_lags(self, count: int) -> list[Any]:
         while len(self._lags) < count:
-            self._lags.append(to_backend(self._spec.lag_rows(len(self._lags) + 2)))
+            rows = self._spec.lag_rows(len(self._lags) + 2)
+            self._lags.append(to_backend(self._lags_in_basis(rows)))
         return self._lags[:count]
+
+    def _lags_in_basis(self, rows: Any) -> Any:
+        """Host lag rows (r, m) as the window's sites see them: as they are in the flat
+        class basis, else the matrices of :func:`~nonmarkov.kernels.window.matrix_lags`."""
+        if self._host_basis is None:
+            return rows
+        return matrix_lags(rows, *self._host_basis)
 
     def _has_tail_site(self, window: Sequence[Any]) -> bool:
         """Whether the last site of ``window`` holds the tail modes (spec.tail): from
@@ -108,6 +132,7 @@ class EagerWindowEngine:
             oldest,
             self._spec.max_rank,
             self._sweep,
+            self._class_basis,
         )
         if self._tail is not None and full:
             window = self._into_tail(window, tail_site, self._tail[1])
@@ -125,6 +150,8 @@ class EagerWindowEngine:
         modes[k, n, r] merge[c, q, n]."""
         modes = window.pop() if tail_site else None
         leaving = window.pop()
+        if self._from_basis is not None:  # the point's classes as the merge reads them
+            leaving = np.einsum("pq,lqk->lpk", self._from_basis, leaving)
         if modes is None:  # the vacuum on the leaving site's right bond
             bond, states = leaving.shape[2], merge.shape[1]
             vacuum = np.eye(states, dtype=merge.dtype)[0]
@@ -157,7 +184,10 @@ class EagerWindowEngine:
             self._step(between)
             window = self._window
             vacuum = 0 if self._has_tail_site(window) else None
-            vector, log_rest = trace_vectors(window[1:], vacuum) if len(window) > 1 else (None, 0.0)
+            covector = None if self._class_basis is None else self._class_basis[1]
+            vector, log_rest = (
+                trace_vectors(window[1:], vacuum, covector) if len(window) > 1 else (None, 0.0)
+            )
             state = window[0][0] if vector is None else window[0][0] @ vector
             state = np.to_host(state).reshape(-1) * math.exp(self._log_scale + log_rest)
             readouts.append(self._out_map @ (second @ state))

@@ -31,6 +31,13 @@ the truncation brings it back. Two sweeps do a step (``sweep=``):
 The oldest site can be kept, traced out (summed over p: its memory has
 ended) or finalised (split off as a fixed tensor, e.g. of a process tensor).
 
+A traced window may hold its sites' class index in a weighted basis
+(:func:`trace_basis`, ``class_basis=``): q = A p, with the class sum (the one
+direction along which a point is ever read once it is older than the front)
+scaled by a weight w against the directions orthogonal to it. Every cut is
+then made in that weighted norm; the lag matrices become A diag(I_j[c]) A^-1
+(a matrix per row), and a traced site is read with the covector 1^T A^-1.
+
 Everything here is a function of arrays, written against the backend proxy;
 no physics.
 """
@@ -39,6 +46,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as default_np
 
 from .._threads import large_work_threads
 from ..backends.numerical_backend import np
@@ -50,6 +59,26 @@ SWEEPS = ("zip_up", "exact")
 NORM_SITE = {"zip_up": -1, "exact": 0}
 
 
+def trace_basis(num_classes: int, weight: float) -> tuple[Any, Any]:
+    """The weighted basis of a site's class index: A (m, m) = diag(w, 1, ..., 1) H,
+    with H real orthogonal and its first row the normalised class sum (1, ..., 1) /
+    sqrt(m), and A^-1 (m, m). Host arrays."""
+    m = int(num_classes)
+    ones = default_np.full((m, 1), 1.0 / math.sqrt(m))
+    columns = default_np.concatenate([ones, default_np.eye(m)[:, : m - 1]], axis=1)
+    q = default_np.linalg.qr(columns)[0]
+    h = q.T * default_np.sign(q[0, 0])  # first row +ones / sqrt(m)
+    scale = default_np.ones(m)
+    scale[0] = float(weight)
+    return scale[:, None] * h, h.T / scale[None, :]
+
+
+def matrix_lags(rows: Any, basis: Any, inverse: Any) -> Any:
+    """Lag rows I[c, p] (r, m) as the sites of a weighted basis (:func:`trace_basis`)
+    see them: the matrices A diag(I[c]) A^-1, (r, m, m). Host arrays."""
+    return default_np.einsum("qs,cs,sp->cqp", basis, default_np.asarray(rows), inverse)
+
+
 def normalise(front: Any) -> tuple[Any, float]:
     """Divide ``front`` by its Frobenius norm; return it and the log of the norm."""
     norm = float(np.to_host(np.linalg.norm(front.reshape(-1))))
@@ -58,10 +87,14 @@ def normalise(front: Any) -> tuple[Any, float]:
     return front / norm, math.log(norm)
 
 
-def trace_vectors(sites: list[Any], last_index: int | None = None) -> tuple[Any, float]:
+def trace_vectors(
+    sites: list[Any], last_index: int | None = None, covector: Any | None = None
+) -> tuple[Any, float]:
     """Contract sites (all classes summed) from the oldest to site 0; with
     ``last_index`` the oldest site is read at that index instead of summed (the
-    vacuum of tail modes, :mod:`nonmarkov.kernels.tail`).
+    vacuum of tail modes, :mod:`nonmarkov.kernels.tail`); with ``covector`` (m,)
+    the class index is read with it instead of summed (a weighted basis,
+    :func:`trace_basis`).
 
     Returns the vector (k,) on site 0's left bond (divided by a scale to stay
     in range) and the log of that scale.
@@ -69,8 +102,13 @@ def trace_vectors(sites: list[Any], last_index: int | None = None) -> tuple[Any,
     vector = np.ones((1,), dtype=sites[-1].dtype) if sites else None
     log_scale = 0.0
     for position, site in enumerate(reversed(sites)):
-        closed = site[:, last_index, :] if position == 0 and last_index is not None else None
-        vector = (site.sum(axis=1) if closed is None else closed) @ vector
+        if position == 0 and last_index is not None:
+            closed = site[:, last_index, :]
+        elif covector is not None:
+            closed = np.einsum("lpr,p->lr", site, covector)
+        else:
+            closed = site.sum(axis=1)
+        vector = closed @ vector
         norm = float(np.to_host(np.max(np.abs(vector))))
         if norm > 0.0:
             vector = vector / norm
@@ -83,6 +121,14 @@ def _times(site: Any, matrix: Any) -> Any:
     (a tensordot costs more in call overhead than the product at small bonds)."""
     chi_l, dim_p, chi_r = site.shape
     return (site.reshape(chi_l * dim_p, chi_r) @ matrix).reshape(chi_l, dim_p, -1)
+
+
+def _in_basis(coupled: Any, class_basis: tuple[Any, Any] | None) -> Any:
+    """The new point's product (x, p, r) with site 0's class index in the window's
+    basis (:func:`trace_basis`), or as it is for the class basis."""
+    if class_basis is None:
+        return coupled
+    return np.einsum("qp,xpr->xqr", class_basis[0], coupled)
 
 
 def _couple(site: Any, lag: Any) -> Any:
@@ -105,6 +151,7 @@ def sweep_left_to_right(
     epsrel: float,
     oldest: str,
     max_rank: int | None = None,
+    class_basis: tuple[Any, Any] | None = None,
 ) -> tuple[list[Any], Any]:
     """Couple the new point to the window and orthonormalise, newest site first.
 
@@ -125,6 +172,9 @@ def sweep_left_to_right(
     sites : the window ``M_j[l, p, r]``, j = 0..n-1 (site 0 enters through
         ``theta``).
     oldest : ``'keep'``, ``'trace'`` or ``'finalize'`` for site n-1.
+    class_basis : optional (A (m, m), covector (m,)): the sites' class index is
+        held in the weighted basis of :func:`trace_basis` (A and 1^T A^-1); the
+        lags are then matrices per row, (num_rows, m, m), in that basis.
 
     Returns
     -------
@@ -133,7 +183,7 @@ def sweep_left_to_right(
     finalized : the split-off oldest site (k, p, r), right-orthonormal, or None.
     """
     n = len(sites)
-    coupled = theta * first_rows[:, :, None]  # (x, p, r)
+    coupled = _in_basis(theta * first_rows[:, :, None], class_basis)  # (x, p, r)
     dim_x, dim_p, chi_r = theta.shape
     if n > 1:  # open the carrier bond c (= row of x) towards the older sites
         carrier = carrier_rows[:, None] == np.arange(num_rows)[None, :]
@@ -162,7 +212,10 @@ def sweep_left_to_right(
             window.append(q.reshape(rank, dim_p, -1))
             continue
         if oldest == "trace":
-            vector = np.sum(tensor, axis=(1, 2))
+            if class_basis is None:
+                vector = np.sum(tensor, axis=(1, 2))
+            else:
+                vector = np.einsum("kpr,p->k", tensor, class_basis[1])
             previous = window.pop()
             window.append(np.tensordot(previous, vector, axes=([2], [0]))[:, :, None])
             return window, None
@@ -185,12 +238,14 @@ def zip_up_from_oldest(
     epsrel: float,
     oldest: str,
     max_rank: int | None = None,
+    class_basis: tuple[Any, Any] | None = None,
 ) -> tuple[Any, list[Any]]:
     """Couple the new point to the window from the oldest site to the newest,
     cutting every bond with ``epsrel`` on the way.
 
-    A lag given as a matrix per row, (r, q, p), acts on the index of the oldest
-    site (the tail modes, :mod:`nonmarkov.kernels.tail`).
+    A lag given as a matrix per row, (r, q, p), acts on the site's index (the
+    tail modes of the oldest site, :mod:`nonmarkov.kernels.tail`, or the
+    classes in a weighted basis, ``class_basis``).
 
     Site j (oldest first) times its lag matrix and the carry from the older
     sites, ``T[(l, c), (p, k)]``, is split by a truncated SVD: ``vh`` becomes
@@ -209,7 +264,7 @@ def zip_up_from_oldest(
     front : (x, p, k) the new point and site 0, holding the norm.
     tail : the sites j = 1..n-1 (without a traced one), right-orthonormal.
     """
-    coupled = theta * first_rows[:, :, None]  # (x, p, r)
+    coupled = _in_basis(theta * first_rows[:, :, None], class_basis)  # (x, p, r)
     carry = None
     tail: list[Any] = []
     growth = 0  # what the last cut kept beyond its old bond: the next one's expected rise
@@ -222,7 +277,11 @@ def zip_up_from_oldest(
             else:
                 weighted = site[None, :, :, :] * lag[:, None, :, None]  # (c, l, p, r)
             if oldest == "trace":
-                carry = np.sum(weighted, axis=(2, 3)).T.reshape(chi_l * num_rows, 1)
+                if class_basis is None:
+                    traced = np.sum(weighted, axis=(2, 3)).T
+                else:
+                    traced = np.einsum("clpr,p->lc", weighted, class_basis[1])
+                carry = traced.reshape(chi_l * num_rows, 1)
                 continue
             chi_k = chi_r
         else:
@@ -233,8 +292,11 @@ def zip_up_from_oldest(
                 matrix = weighted.transpose(1, 0, 2, 3)
             else:  # one product over r: ((l, p), (c, k)), weighted by lag[c, p]
                 product = site.reshape(chi_l * dim_p, chi_r) @ carry.reshape(chi_r, -1)
-                weighted = product.reshape(chi_l, dim_p, num_rows, chi_k) * lag.T[None, :, :, None]
-                matrix = weighted.transpose(0, 2, 1, 3)
+                product = product.reshape(chi_l, dim_p, num_rows, chi_k)
+                if lag.ndim == 3:
+                    matrix = np.einsum("lpck,cqp->lcqk", product, lag)
+                else:
+                    matrix = (product * lag.T[None, :, :, None]).transpose(0, 2, 1, 3)
             matrix = matrix.reshape(chi_l * num_rows, dim_p * chi_k)
             if min(matrix.shape) < SKETCH_MIN_SIDE:
                 u, s, vh = truncated_svd(matrix, epsrel, max_rank)
@@ -297,6 +359,7 @@ def advance_window(
     oldest: str,
     max_rank: int | None = None,
     sweep: str = "zip_up",
+    class_basis: tuple[Any, Any] | None = None,
 ) -> tuple[list[Any], Any]:
     """One step of the window: couple a new point, truncate, handle the oldest.
 
@@ -313,13 +376,31 @@ def advance_window(
             traced = np.sum(theta * first_rows[:, :, None], axis=(1, 2))
             return [traced.reshape(1, -1, 1)], None
         front, tail = zip_up_from_oldest(
-            theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank
+            theta,
+            first_rows,
+            carrier_rows,
+            num_rows,
+            site_lags,
+            window,
+            epsrel,
+            oldest,
+            max_rank,
+            class_basis,
         )
         return truncate_left_to_right(front, tail, epsrel, oldest, max_rank)
     if sweep != "exact":
         raise ValueError(f"sweep must be one of {list(SWEEPS)}; got {sweep!r}")
     new_window, finalized = sweep_left_to_right(
-        theta, first_rows, carrier_rows, num_rows, site_lags, window, epsrel, oldest, max_rank
+        theta,
+        first_rows,
+        carrier_rows,
+        num_rows,
+        site_lags,
+        window,
+        epsrel,
+        oldest,
+        max_rank,
+        class_basis,
     )
     return truncate_right_to_left(new_window, epsrel, max_rank), finalized
 

@@ -100,6 +100,7 @@ class TempoWindow:
             oldest="trace",
             leaving_rows=influence.leaving_rows if influence.lumps else None,
             tail=self._tail,
+            trace_weight=self._options.trace_weight,
         )
         self._engine = trace_window_engine(spec, self._options)
         d = self._dimension

@@ -26,6 +26,7 @@ import numpy as default_np
 
 from ...backends.numerical_backend import numpy_in_this_thread
 from ...kernels.truncation import sketch_gaussians
+from ...kernels.window import matrix_lags, trace_basis
 from ...options import EngineOptions
 from ..base import DEVICES, WindowCapabilities, WindowSpec
 from ..eager_window import EagerWindowEngine
@@ -44,7 +45,7 @@ class JaxWindowEngine:
     """The window engine of the JAX backend (see
     :class:`~nonmarkov.engines.base.WindowEngine`); ``stats`` says what it did."""
 
-    capabilities = WindowCapabilities(devices=DEVICES)
+    capabilities = WindowCapabilities(devices=DEVICES, trace_weight=True)
     steps_per_call = 64
 
     def __init__(self, spec: WindowSpec, options: EngineOptions, dtype: Any):
@@ -71,7 +72,7 @@ class JaxWindowEngine:
         self._device: Any = None
         self._constants: dict[str, Any] = {}
         self._gaussians: dict[tuple[int, int], Any] = {}
-        self._put_leaving = LastArguments(self._put)
+        self._put_leaving = LastArguments(lambda rows: self._put(self._in_basis(rows)))
         self._put_pair = LastArguments(lambda a, b: (self._put(a), self._put(b)))
         #: compilations in the background: key -> (future, start time)
         self._pending: dict[tuple[Any, ...], tuple[Future, float]] = {}
@@ -79,6 +80,10 @@ class JaxWindowEngine:
         self._largest_seen = 1
         self._host_seconds = 0.0
         self._compiled_seconds = 0.0
+        #: the weighted class basis A and A^-1 (host), or None (flat)
+        self._basis: tuple[Any, Any] | None = None
+        if spec.trace_weight != 1.0:
+            self._basis = trace_basis(self._dim_m, spec.trace_weight)
         self.plan = planner.Plan()
         self.stats = WindowRunStats()
         if options.device == placement.ACCELERATOR:  # none there: an error before any step
@@ -194,7 +199,18 @@ class JaxWindowEngine:
             bond,
             self._capacity(size),
             self.plan.sketch,
+            self._spec.trace_weight != 1.0,
         )
+
+    def _in_basis(self, rows: Any) -> Any:
+        """Lag rows (r, m) as the sites see them (:func:`~nonmarkov.kernels.window.
+        matrix_lags` in a weighted basis)."""
+        if self._basis is None:
+            return rows
+        return matrix_lags(rows, *self._basis)
+
+    def _lag_rows(self, lag: int) -> Any:
+        return self._in_basis(self._spec.lag_rows(lag))
 
     def _place(self, bond: int) -> Any:
         work = placement.window_work(bond, self._num_rows, self._dim_m)
@@ -211,7 +227,7 @@ class JaxWindowEngine:
             if future.cancel():
                 del self._pending[other]
         jax = self._jax
-        memory, max_rank, oldest, svd, device, _, x, m, c, bond, capacity, sketch = key
+        memory, max_rank, oldest, svd, device, _, x, m, c, bond, capacity, sketch, weighted = key
         kernel = zipup.compiled_step(memory, max_rank, oldest, device.platform, svd)
         sharding = placement.sharding(device)
 
@@ -224,10 +240,14 @@ class JaxWindowEngine:
             "carrier": like((x, c), self._dtype),
             "out_map": like((x, x), self._dtype),
             "epsrel": like((), self._real),
-            "lags": like((capacity, c, m), self._dtype),
         }
+        lag = (c, m, m) if weighted else (c, m)
+        constants["lags"] = like((capacity, *lag), self._dtype)
         if memory >= 2:
-            constants["leaving"] = like((c, m), self._dtype)
+            constants["leaving"] = like(lag, self._dtype)
+        if weighted:
+            constants["basis"] = like((m, m), self._dtype)
+            constants["covector"] = like((m,), self._dtype)
         if sketch:
             constants["gaussians"] = like((m * bond, 2 * sketch), self._real)
         args = (
@@ -311,7 +331,7 @@ class JaxWindowEngine:
             self.stats.device_moves += 1
         self._device = device
         self.stats.device = str(device)
-        self._put_leaving = LastArguments(self._put)
+        self._put_leaving = LastArguments(lambda rows: self._put(self._in_basis(rows)))
         self._put_pair = LastArguments(lambda a, b: (self._put(a), self._put(b)))
         self._gaussians = {}
         self._constants = {
@@ -320,10 +340,13 @@ class JaxWindowEngine:
             "carrier": self._put(self._carrier),
             "out_map": self._put(self._spec.out_map),
             "epsrel": self._put(self._spec.epsrel, self._real),
-            "lags": self._put([self._spec.lag_rows(lag + 2) for lag in range(capacity)]),
+            "lags": self._put([self._lag_rows(lag + 2) for lag in range(capacity)]),
         }
         if self._memory >= 2:
-            self._constants["leaving"] = self._put(self._spec.lag_rows(self._memory))
+            self._constants["leaving"] = self._put(self._lag_rows(self._memory))
+        if self._basis is not None:
+            self._constants["basis"] = self._put(self._basis[0])
+            self._constants["covector"] = self._put(self._basis[1].sum(axis=0))
         self._state = (
             self._put(front),
             self._put(sites),

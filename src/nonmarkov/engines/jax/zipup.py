@@ -39,36 +39,48 @@ SKIP, TRACE, CUT = 0, 1, 2
 
 def couple(carry: Any, site: Any, lag: Any) -> Any:
     """The zip-up matrix of a site: ``T[(l, c), (p, k)]`` (D c, m D) from the site
-    ``S[l, p, r]`` (D, m, D), its lag matrix ``I[c, p]`` (c, m) and the carry
-    ``C[(r, c), k]`` (D c, D) from the older sites."""
+    ``S[l, p, r]`` (D, m, D), its lag matrix ``I[c, p]`` (c, m), or a matrix per row
+    ``I[c, q, p]`` (c, m, m) in a weighted class basis, and the carry ``C[(r, c),
+    k]`` (D c, D) from the older sites."""
     _, jnp, _ = jax_modules()
     bond, dim_m, _ = site.shape
     rows = lag.shape[0]
     by_class = jnp.moveaxis(carry.reshape(bond, rows, bond), 1, 0)  # (c, r, k)
     product = jnp.matmul(site.reshape(1, bond * dim_m, bond), by_class)  # (c, l p, k)
-    weighted = product.reshape(rows, bond, dim_m, bond) * lag[:, None, :, None]
+    product = product.reshape(rows, bond, dim_m, bond)
+    if lag.ndim == 3:
+        weighted = jnp.einsum("clpk,cqp->clqk", product, lag)
+    else:
+        weighted = product * lag[:, None, :, None]
     return jnp.moveaxis(weighted, 0, 1).reshape(bond * rows, dim_m * bond)
 
 
-def traced(site: Any, lag: Any) -> Any:
+def traced(site: Any, lag: Any, covector: Any = None) -> Any:
     """The first carry from a traced oldest site: ``sum_{p, r} S[l, p, r] I[c, p]``
-    as ``C[(l, c), k]`` (D c, D), nonzero in column k = 0 only."""
+    as ``C[(l, c), k]`` (D c, D), nonzero in column k = 0 only; a matrix per row
+    (c, m, m) is read with the weighted basis's ``covector`` (m,)."""
     _, jnp, _ = jax_modules()
     bond = site.shape[0]
+    if lag.ndim == 3:
+        lag = jnp.einsum("q,cqp->cp", covector, lag)
     vector = jnp.einsum("lpr,cp->lc", site, lag).reshape(-1, 1)
     return jnp.pad(vector, ((0, 0), (0, bond - 1)))
 
 
-def read_out(front: Any, sites: Any, count: Any) -> tuple[Any, Any]:
-    """The window summed over every site's classes: (x,) and the log of the scale it
-    was divided by (contracted from the oldest site, rescaled on the way)."""
+def read_out(front: Any, sites: Any, count: Any, covector: Any = None) -> tuple[Any, Any]:
+    """The window summed over every site's classes (read with ``covector`` (m,) in a
+    weighted class basis): (x,) and the log of the scale it was divided by
+    (contracted from the oldest site, rescaled on the way)."""
     _, jnp, lax = jax_modules()
     capacity, bond = sites.shape[0], sites.shape[1]
 
     def contract(carry: tuple[Any, Any], inputs: tuple[Any, Any]) -> tuple[Any, None]:
         vector, log_rest = carry
         j, site = inputs
-        moved = jnp.einsum("lpr,r->l", site, vector)
+        if covector is None:
+            moved = jnp.einsum("lpr,r->l", site, vector)
+        else:
+            moved = jnp.einsum("lpr,p,r->l", site, covector, vector)
         size = jnp.max(jnp.abs(moved))
         good = (size > 0.0) & (j < count)
         moved = moved / jnp.where(good, size, 1.0).astype(moved.dtype)
@@ -103,7 +115,10 @@ def step(
     ``constants``: projector (x, m), first (x, m) (the lag-1 row of x times its
     own factor), carrier (x, c) one-hot row of x, lags (L, c, m) for lags
     2..L+1, out_map (x, x), epsrel (), and for ``memory`` >= 2 leaving (c, m),
-    the coupling to the point that leaves the window, and for buckets that
+    the coupling to the point that leaves the window; for a window in a weighted
+    class basis (:func:`~nonmarkov.kernels.window.trace_basis`) basis (m, m) and
+    covector (m,), with lags (L, c, m, m) and leaving (c, m, m) matrices per
+    row in that basis; for buckets that
     sketch, gaussians (m D, 2 W) real (the sketch's test columns over the padded
     columns (p, k), :func:`~nonmarkov.kernels.truncation.sketch_gaussians`).
     ``memory``: dkmax, 0 for no cut. ``oldest``: ``'trace'`` (TEMPO) or
@@ -132,12 +147,13 @@ def step(
         lags = lags.at[memory - 2].set(constants["leaving"])
 
     gaussians = constants.get("gaussians")
+    basis, covector = constants.get("basis"), constants.get("covector")
 
     def skip(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
         return carry, jnp.zeros_like(site), jnp.int32(0), jnp.int32(0)
 
     def trace_site(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
-        first = (traced(site, lag), jnp.int32(1), carry[2])
+        first = (traced(site, lag, covector), jnp.int32(1), carry[2])
         return first, jnp.zeros_like(site), jnp.int32(0), jnp.int32(0)
 
     def cut_site(carry: tuple[Any, ...], site: Any, lag: Any) -> tuple[Any, ...]:
@@ -177,7 +193,8 @@ def step(
 
     # the new point and the old front: (x, m, D), cut x | (m, k)
     theta = jnp.einsum("ba,ac,ar->bcr", between, constants["projector"], front)
-    coupled = theta * constants["first"][:, :, None]
+    flat = theta * constants["first"][:, :, None]
+    coupled = flat if basis is None else jnp.einsum("qp,xpr->xqr", basis, flat)
     picked = jnp.einsum("rck,xc->rxk", carry.reshape(bond, rows, bond), constants["carrier"])
     joined = jnp.einsum("xpr,rxk->xpk", coupled, picked)
     front_u, s, vh, front_rank = cut(joined.reshape(dim_x, -1), bond, epsrel, max_rank, svd)
@@ -224,7 +241,7 @@ def step(
 
     # a window of one point that is traced: the old front leaves at once
     single = full & (oldest == "trace") & (count == 0)
-    summed = jnp.pad(coupled.sum(axis=(1, 2))[:, None], ((0, 0), (0, bond - 1)))
+    summed = jnp.pad(flat.sum(axis=(1, 2))[:, None], ((0, 0), (0, bond - 1)))
     front_u = jnp.where(single, summed, front_u)
     new_sites = jnp.where(single, jnp.zeros_like(new_sites), new_sites)
     new_count = jnp.where(single, 0, new_count)
@@ -252,7 +269,7 @@ def step(
         final_rank = jnp.where(finalize_full, split_rank, 0)
         output = (final_site, final_rank, log_before)
         return front_u, new_sites, new_count, log_scale, output, wanted, largest, jnp.max(wider)
-    vector, log_rest = read_out(front_u, new_sites, new_count)
+    vector, log_rest = read_out(front_u, new_sites, new_count, covector)
     state = vector * jnp.exp(log_scale + log_rest).astype(dtype)
     readout = constants["out_map"] @ (second @ state)
     return front_u, new_sites, new_count, log_scale, readout, wanted, largest, jnp.max(wider)
