@@ -38,9 +38,11 @@ memory beyond the cut carried by modes, fitted exponentials) at the case's short
 ``tail_tcuts`` and epsrel 1e-6 .. 1e-9 (``--tail-tcuts``, ``--tail-epsrels``);
 ``tempo``, TEMPO with a plain cut (``tempo_compute``); ``uniform``, the uniform process
 tensor (``pt_uniform_compute`` + ``compute_uniform_dynamics``); over dt, memory cut tcut
-and epsrel (dt: the grid's, or ``--dts``, each dividing 0.4); every set of runs at dt,
-dt/2 (and dt/4) with the same tcut and epsrel is also combined by Richardson
-extrapolation (``nonmarkov.methods.extrapolation.richardson``, order 2, its order check
+and epsrel (dt: the grid's, or ``--dts``, each dividing 0.4); TEMPO's window truncated
+with the ``trace_weight`` engine option of ``--trace-weight`` (default the library's,
+10; 1 is the flat norm of the tables before 2026-12-03; docs/trace_weight.md); every
+set of runs at dt, dt/2 (and dt/4) with the same tcut and epsrel is also combined by
+Richardson extrapolation (``nonmarkov.methods.extrapolation.richardson``, order 2, its order check
 on three levels; from three levels that pass it also the second, Romberg stage,
 ``next_order=4``, labelled ``romberg``), and so is every pair dt, dt/1.5 (``--dts 0.4
 0.2 0.4/3``), costing the sum of its runs.
@@ -77,6 +79,7 @@ are kept too (``wall_s`` in the JSON).
     python benchmarks/bench_heom.py [--cases weak intermediate] [--quick]
         [--grid quick|medium|full] [--methods tempo tail uniform] [--reference-cache DIR]
         [--nonmarkov-reference] [--tail-tcuts ...] [--tail-epsrels ...] [--dts ...]
+        [--trace-weight W]
         [--json out.json]
 
 ``--nonmarkov-reference``: judge every case against nonmarkov's most accurate
@@ -104,6 +107,8 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from nonmarkov.options import TRACE_WEIGHT  # noqa: E402
 
 DELTA, EPS, END = 1.0, 0.5, 20.0
 #: spacing of the comparison times (every time step and memory cut is a divisor / multiple)
@@ -376,9 +381,13 @@ def heom_run(case: dict, terms: int, depth: int, terminator: bool = False) -> di
     }
 
 
-def nonmarkov_run(case: dict, method: str, dt: float, tcut: float, epsrel: float) -> dict:
-    """<sigma_z> at the multiples of dt from TEMPO or the uniform PT; its seconds."""
+def nonmarkov_run(
+    case: dict, method: str, dt: float, tcut: float, epsrel: float, trace_weight: float
+) -> dict:
+    """<sigma_z> at the multiples of dt from TEMPO (its window truncated with
+    ``trace_weight``) or the uniform PT; its seconds."""
     import nonmarkov as nm
+    from nonmarkov.options import EngineOptions
 
     start, cpu = time.perf_counter(), time.process_time()
     sz = nm.operators.sigma("z")
@@ -390,7 +399,14 @@ def nonmarkov_run(case: dict, method: str, dt: float, tcut: float, epsrel: float
     rho0 = nm.operators.spin_dm("up")
     if method in ("tempo", "tail"):
         dynamics = nm.tempo_compute(
-            system, bath, rho0, 0.0, END, parameters, progress_type="silent"
+            system,
+            bath,
+            rho0,
+            0.0,
+            END,
+            parameters,
+            progress_type="silent",
+            options=EngineOptions(trace_weight=trace_weight),
         )
     else:
         pt = nm.pt_uniform_compute(bath, parameters, progress_type="silent")
@@ -404,6 +420,7 @@ def nonmarkov_run(case: dict, method: str, dt: float, tcut: float, epsrel: float
         "dt": dt,
         "tcut": tcut,
         "epsrel": epsrel,
+        "trace_weight": trace_weight if method in ("tempo", "tail") else 1.0,
         "seconds": seconds,
         "wall_s": wall,
         "times": np.asarray(times),
@@ -454,6 +471,7 @@ def extrapolations(runs: list[dict]) -> list[dict]:
                         "dts": [run["dt"] for run in chosen],
                         "tcut": tcut,
                         "epsrel": epsrel,
+                        "trace_weight": chosen[0]["trace_weight"],
                         "seconds": sum(run["seconds"] for run in chosen),
                         "wall_s": sum(run["wall_s"] for run in chosen),
                         "sz": np.real(np.asarray(result.values)),
@@ -472,7 +490,10 @@ def label(run: dict) -> str:
         return f"Nk {run['terms']}, depth {run['depth']}{extra}"
     check = f", order {run['order_check']}" if "order_check" in run else ""
     steps = ", ".join(f"{dt:.4g}" for dt in run.get("dts", [run["dt"]]))
-    return f"{run['method']} dt {steps}, tcut {run['tcut']:g}, epsrel {run['epsrel']:g}{check}"
+    weight = f", trace weight {run['trace_weight']:g}" if run.get("trace_weight", 1.0) != 1 else ""
+    return (
+        f"{run['method']} dt {steps}, tcut {run['tcut']:g}, epsrel {run['epsrel']:g}{weight}{check}"
+    )
 
 
 def same_finest_run(run: dict, reference: dict) -> bool:
@@ -575,7 +596,7 @@ def run_case(
         )
         for (tcut, epsrel), dt in itertools.product(pairs, grid["dts"]):
             try:
-                nm_runs.append(nonmarkov_run(case, method, dt, tcut, epsrel))
+                nm_runs.append(nonmarkov_run(case, method, dt, tcut, epsrel, grid["trace_weight"]))
             except ValueError as error:  # refused up front (e.g. too many tail modes)
                 log(f"  nonmarkov {method} dt {dt:g}, tcut {tcut:g}, epsrel {epsrel:g}: {error}")
                 continue
@@ -712,6 +733,12 @@ def main() -> None:
         help="nonmarkov's time steps, each dividing 0.4 (a fraction like 0.4/3 allowed)",
     )
     parser.add_argument(
+        "--trace-weight",
+        type=float,
+        default=TRACE_WEIGHT,
+        help="TEMPO's trace_weight engine option (docs/trace_weight.md; 1: the flat norm)",
+    )
+    parser.add_argument(
         "--nonmarkov-reference",
         action="store_true",
         help="judge every case against nonmarkov's most accurate extrapolation (checked "
@@ -721,6 +748,7 @@ def main() -> None:
     grid = dict(GRIDS["quick" if args.quick else args.grid])
     if args.dts:
         grid["dts"] = tuple(args.dts)
+    grid["trace_weight"] = args.trace_weight
     if args.tail_epsrels:
         grid["tail_epsrels"] = tuple(args.tail_epsrels)
     if args.tail_tcuts:
