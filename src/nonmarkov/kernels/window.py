@@ -371,37 +371,18 @@ def advance_window(
     """
     if oldest not in OLDEST_ACTIONS:
         raise ValueError(f"oldest must be one of {list(OLDEST_ACTIONS)}; got {oldest!r}")
+    # the two sweeps take the same arguments
+    arguments: tuple[Any, ...] = (theta, first_rows, carrier_rows, num_rows, site_lags, window)
+    arguments += (epsrel, oldest, max_rank, class_basis)
     if sweep == "zip_up":
         if oldest == "trace" and len(window) == 1:  # the point before the new one leaves
             traced = np.sum(theta * first_rows[:, :, None], axis=(1, 2))
             return [traced.reshape(1, -1, 1)], None
-        front, tail = zip_up_from_oldest(
-            theta,
-            first_rows,
-            carrier_rows,
-            num_rows,
-            site_lags,
-            window,
-            epsrel,
-            oldest,
-            max_rank,
-            class_basis,
-        )
+        front, tail = zip_up_from_oldest(*arguments)
         return truncate_left_to_right(front, tail, epsrel, oldest, max_rank)
     if sweep != "exact":
         raise ValueError(f"sweep must be one of {list(SWEEPS)}; got {sweep!r}")
-    new_window, finalized = sweep_left_to_right(
-        theta,
-        first_rows,
-        carrier_rows,
-        num_rows,
-        site_lags,
-        window,
-        epsrel,
-        oldest,
-        max_rank,
-        class_basis,
-    )
+    new_window, finalized = sweep_left_to_right(*arguments)
     return truncate_right_to_left(new_window, epsrel, max_rank), finalized
 
 
