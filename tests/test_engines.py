@@ -53,9 +53,9 @@ from nonmarkov.engines.eager_chain import EagerChainEngine
 from nonmarkov.engines.eager_window import EagerWindowEngine
 from nonmarkov.influence import DiscretisedInfluence
 from nonmarkov.kernels.chain import close_bonds
-from nonmarkov.options import default_options
 from nonmarkov.methods.dynamics import chain_controls
 from nonmarkov.methods.pt_tempo import first_point, pt_window_spec
+from nonmarkov.options import default_options
 
 # --------------------------------------------------------------------------
 # the engines
