@@ -95,17 +95,9 @@ class EngineOptions:
     trace_weight: float = TRACE_WEIGHT
 
     def __post_init__(self) -> None:
-        weight = self.trace_weight
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, numbers.Real)
-            or not (math.isfinite(weight) and weight > 0.0)
-        ):
-            raise ValueError(
-                f"the trace_weight option must be a finite number > 0 (1: the flat norm); "
-                f"got {weight!r}"
-            )
-        object.__setattr__(self, "trace_weight", float(weight))
+        object.__setattr__(
+            self, "trace_weight", check_trace_weight(self.trace_weight, "the trace_weight option")
+        )
         object.__setattr__(
             self, "truncation_weights", check_truncation_weights(self.truncation_weights)
         )
@@ -143,6 +135,15 @@ class EngineOptions:
                 f"{[field.name for field in dataclasses.fields(self)]}"
             )
         return dataclasses.replace(self, **changes)
+
+
+def check_trace_weight(value: Any, name: str = "trace_weight") -> float:
+    """A trace weight checked (a finite real number > 0, not a bool), as a float;
+    ``name`` says what it is in the error."""
+    number = float(value) if isinstance(value, numbers.Real) else math.nan
+    if isinstance(value, bool) or not (math.isfinite(number) and number > 0.0):
+        raise ValueError(f"{name} must be a finite number > 0 (1: the flat norm); got {value!r}")
+    return number
 
 
 def check_truncation_weights(value: Any) -> float | tuple[float, ...] | None:

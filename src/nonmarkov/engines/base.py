@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as default_np
+
+from ..options import check_trace_weight
 
 #: How the oldest point of a full window is handled.
 OLDEST_MODES = ("trace", "finalize")
@@ -164,9 +164,7 @@ class WindowSpec:
             )
         if self.tail is not None and self.memory is None:
             raise ValueError("tail modes need a window with a memory cut")
-        weight = self.trace_weight
-        if not (isinstance(weight, numbers.Real) and math.isfinite(weight) and weight > 0.0):
-            raise ValueError(f"trace_weight must be a finite number > 0; got {weight!r}")
+        weight = check_trace_weight(self.trace_weight)
         if weight != 1.0 and self.oldest != "trace":
             raise ValueError(
                 "a trace_weight other than 1 weights the direction a traced point is read "
