@@ -93,13 +93,43 @@ def test_the_modes_give_every_pair_its_factor(complex_rates):
     np.testing.assert_allclose(vector[0], np.exp(exponent), rtol=1e-10)
 
 
-def test_the_depth_rule_bounds_the_dropped_terms():
-    rates = np.array([0.95])
-    injections = np.array([[0.01, -0.01, 0.02j, 0.0]])
+def _coherent_tail_error(rates, injections, rows, depth, points):
+    """Relative error of the modes at ``depth`` against the exact product of pair
+    factors, for a history that couples as strongly as it can: every point has the
+    largest row value and enters with the first class."""
+    couple, merge = tail_operators(rates, injections, rows, depth)
+    vector = np.zeros(couple.shape[1], dtype=complex)
+    vector[0] = 1.0
+    row = int(np.argmax(np.abs(rows)))
+    exponent, held = 0.0j, np.zeros(len(rates), dtype=complex)
+    for _ in range(points):
+        vector = merge[0] @ (couple[row] @ vector)
+        exponent += -rows[row] * np.sum(held)
+        held = held * rates + injections[:, 0]
+    return abs(vector[0] / np.exp(exponent) - 1.0)
+
+
+@pytest.mark.parametrize("epsrel", [1e-4, 1e-7])
+def test_the_depth_rule_holds_its_error_as_dt_shrinks(epsrel):
+    """Two modes with decay rates nu = 0.1, 0.3 per unit time seen at steps h = 1, 1/2,
+    1/4: a mode's rate per step is exp(-nu h) and its injection ~ h^2 (a discretised
+    correlation), so the memory the modes carry is the same at every h. The depth the
+    rule picks holds the error of a maximally coherent history within a few epsrel per
+    lifetime of the slower mode (20 lifetimes here) at every h: it does not shrink the
+    depth as h shrinks; and one level less loses more."""
     rows = np.array([0.0, 2.0, -2.0])
-    shallow = tail_depth(rates, injections, rows, 1e-4)
-    deep = tail_depth(rates, injections, rows, 1e-12)
-    assert 1 <= shallow < deep
+    depths = []
+    for step in (1.0, 0.5, 0.25):
+        rates = np.exp(-np.array([0.1, 0.3]) * step)
+        injections = 2e-3 * step**2 * np.array([[1.0, -1.0, 0.5j, 0.0], [0.3, -0.3j, 1.0, 0.0]])
+        depth = tail_depth(rates, injections, rows, epsrel)
+        depths.append(depth)
+        points = int(round(200 / step))
+        error = _coherent_tail_error(rates, injections, rows, depth, points)
+        assert error <= 5 * epsrel * 20
+        assert _coherent_tail_error(rates, injections, rows, depth - 1, points) > error
+    assert max(depths) - min(depths) <= 1
+    assert tail_depth(rates, injections, rows, 1e-4) < tail_depth(rates, injections, rows, 1e-12)
 
 
 def _independent_boson(correlations):
@@ -129,17 +159,18 @@ def _exact(correlations, rho0, energies, couplings, times):
 @pytest.mark.parametrize(
     ("correlations", "tcut", "epsrel", "bound", "without"),
     [
-        (nm.DrudeLorentzSD(0.3, cutoff=1.0, temperature=0.5), 0.6, 1e-10, 2e-7, 1e-3),
-        (nm.UnderdampedSD(0.2, 2.0, 0.6, temperature=1.0), 0.6, 1e-10, 2e-7, 1e-3),
-        (nm.PowerLawSD(0.1, 3.0, 1.0, "exponential", temperature=0.5), 2.0, 1e-7, 2e-6, 1e-2),
-        (nm.DrudeLorentzSD(0.3, cutoff=1.0, temperature=0.1), 2.0, 1e-7, 2e-6, 1e-2),
+        (nm.DrudeLorentzSD(0.3, cutoff=1.0, temperature=0.5), 0.6, 1e-10, 1e-9, 1e-3),
+        (nm.UnderdampedSD(0.2, 2.0, 0.6, temperature=1.0), 0.6, 1e-10, 1e-9, 1e-3),
+        (nm.PowerLawSD(0.1, 3.0, 1.0, "exponential", temperature=0.5), 2.0, 1e-7, 1e-8, 1e-2),
+        (nm.DrudeLorentzSD(0.3, cutoff=1.0, temperature=0.1), 2.0, 1e-7, 1e-8, 1e-2),
     ],
     ids=["drude-lorentz", "underdamped", "super-ohmic", "drude-lorentz-low-t"],
 )
 def test_independent_boson_is_exact_with_a_short_cut(correlations, tcut, epsrel, bound, without):
     """[H_S, S] = 0: TEMPO has no splitting error, so with the memory beyond the cut
-    carried by the modes the coherence is the exact one to the truncation's accuracy;
-    without them the cut costs far more. Sums of exponentials (Drude-Lorentz and
+    carried by the modes the coherence is the exact one to the truncation's accuracy
+    (here within epsrel / 10: the modes' depth is part of that accuracy); without them
+    the cut costs far more. Sums of exponentials (Drude-Lorentz and
     underdamped, T > 0) with a cut of 0.6, a tenth of the run where the memory lasts
     ~10; tails that few exact exponentials do not hold with a cut of 2: a super-Ohmic
     bath (C falls as a power of t) and a low-temperature Drude-Lorentz bath (Matsubara

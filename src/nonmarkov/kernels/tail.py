@@ -127,15 +127,28 @@ def tail_depth(
     row_differences: default_np.ndarray,
     epsrel: float,
 ) -> int:
-    """The smallest depth L >= 1 with s^(L+1) / (L+1)! <= epsrel, where s bounds the
-    tail's total exponent: max|x| sum_m max|beta_m| / (1 - |r_m|)."""
+    """The smallest depth L >= 1 with u^(L+1) / (L+1)! <= epsrel: the terms that need
+    more than L quanta in the modes at once are of that order, for u the larger of two
+    bounds on the exponent the quanta open at one time carry.
+
+    - One step: a new point couples (x) to all the quanta the earlier points put in,
+      at most max|x| sum_m max_c|beta_m(c)| / (1 - |r_m|) (large where one step's
+      coupling to the tail is large: coarse dt).
+    - One moment: a quantum of mode m goes in with a point that leaves (beta_m(c)) and
+      comes out with the coupling of a point j steps later (r_m^j); for a history that
+      holds its class and row, the quanta open across one moment carry
+      max|x| max_c |sum_m beta_m(c) / (1 - r_m)^2| (the modes' parts add before the
+      modulus, as the couplings they fit do). This one does not shrink with dt
+      (beta ~ dt^2, 1 - r ~ dt): it is about int (t - t_cut) C(t) dt beyond the cut."""
     if len(rates) == 0:
         return 1
-    moduli = default_np.abs(rates)
-    total = float(
-        default_np.max(default_np.abs(row_differences))
-        * default_np.sum(default_np.max(default_np.abs(injections), axis=1) / (1 - moduli))
+    largest_row = float(default_np.max(default_np.abs(row_differences)))
+    per_step = largest_row * float(
+        default_np.sum(default_np.max(default_np.abs(injections), axis=1) / (1 - abs(rates)))
     )
+    open_quanta = default_np.sum(injections / (1.0 - rates[:, None]) ** 2, axis=0)  # (m,)
+    per_moment = largest_row * float(default_np.max(default_np.abs(open_quanta)))
+    total = max(per_step, per_moment)
     for depth in range(1, MAX_DEPTH + 1):
         if total ** (depth + 1) / math.factorial(depth + 1) <= epsrel:
             return depth
