@@ -245,21 +245,24 @@ def qutip_environment(case: dict):
     return BosonicEnvironment.from_spectral_density(spectral_density, wMax=40 * wc, T=case["T"])
 
 
-def nonmarkov_bath(case: dict):
-    """The bath of ``case`` for nonmarkov (coupling sigma_z)."""
+def nonmarkov_bath(case: dict, correlations=None):
+    """The bath of ``case`` for nonmarkov (coupling sigma_z), or ``correlations``
+    coupled the same way."""
     import nonmarkov as nm
 
-    if "lam" in case:
-        correlations = nm.DrudeLorentzSD(
-            reorganisation_energy=case["lam"], cutoff=DELTA, temperature=case["T"]
-        )
-    else:
-        correlations = nm.PowerLawSD(
-            alpha=case["alpha"],
-            zeta=3,
-            cutoff=case["wc"],
-            cutoff_type="exponential",
-            temperature=case["T"],
+    if correlations is None:
+        correlations = (
+            nm.DrudeLorentzSD(
+                reorganisation_energy=case["lam"], cutoff=DELTA, temperature=case["T"]
+            )
+            if "lam" in case
+            else nm.PowerLawSD(
+                alpha=case["alpha"],
+                zeta=3,
+                cutoff=case["wc"],
+                cutoff_type="exponential",
+                temperature=case["T"],
+            )
         )
     return nm.Bath(nm.operators.sigma("z"), correlations)
 
@@ -382,17 +385,24 @@ def heom_run(case: dict, terms: int, depth: int, terminator: bool = False) -> di
 
 
 def nonmarkov_run(
-    case: dict, method: str, dt: float, tcut: float, epsrel: float, trace_weight: float
+    case: dict,
+    method: str,
+    dt: float,
+    tcut: float,
+    epsrel: float,
+    trace_weight: float,
+    correlations=None,
 ) -> dict:
     """<sigma_z> at the multiples of dt from TEMPO (its window truncated with
-    ``trace_weight``) or the uniform PT; its seconds."""
+    ``trace_weight``) or the uniform PT, for the bath of ``case`` (or ``correlations``);
+    its seconds."""
     import nonmarkov as nm
     from nonmarkov.options import EngineOptions
 
     start, cpu = time.perf_counter(), time.process_time()
     sz = nm.operators.sigma("z")
     system = nm.System(0.5 * EPS * sz + 0.5 * DELTA * nm.operators.sigma("x"))
-    bath = nonmarkov_bath(case)
+    bath = nonmarkov_bath(case, correlations)
     parameters = nm.TempoParameters(
         dt=dt, tcut=tcut, epsrel=epsrel, exponential_tail=method == "tail"
     )
