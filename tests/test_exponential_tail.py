@@ -169,12 +169,13 @@ def _exact(correlations, rho0, energies, couplings, times):
 def test_independent_boson_is_exact_with_a_short_cut(correlations, tcut, epsrel, bound, without):
     """[H_S, S] = 0: TEMPO has no splitting error, so with the memory beyond the cut
     carried by the modes the coherence is the exact one to the truncation's accuracy
-    (here within epsrel / 10: the modes' depth is part of that accuracy); without them
-    the cut costs far more. Sums of exponentials (Drude-Lorentz and
-    underdamped, T > 0) with a cut of 0.6, a tenth of the run where the memory lasts
-    ~10; tails that few exact exponentials do not hold with a cut of 2: a super-Ohmic
-    bath (C falls as a power of t) and a low-temperature Drude-Lorentz bath (Matsubara
-    terms at nu_k = 0.63 k, many of them outlasting the cut)."""
+    (within 10 epsrel at epsrel 1e-10, epsrel / 10 at 1e-7: the modes' depth is part
+    of that accuracy); without them the cut costs far more. Sums of exponentials
+    (Drude-Lorentz and underdamped, T > 0) with a cut of 0.6, a tenth of the run
+    where the memory lasts ~10; tails that few exact exponentials do not hold with a
+    cut of 2: a super-Ohmic bath (C falls as a power of t) and a low-temperature
+    Drude-Lorentz bath (Matsubara terms at nu_k = 0.63 k, many of them outlasting the
+    cut)."""
     system, bath, rho0, energies, couplings = _independent_boson(correlations)
     dt, end = 0.1, 6.0
     times = dt * np.arange(int(round(end / dt)) + 1)

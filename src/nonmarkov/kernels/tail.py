@@ -143,8 +143,9 @@ def tail_depth(
     if len(rates) == 0:
         return 1
     largest_row = float(default_np.max(default_np.abs(row_differences)))
+    largest_injection = default_np.max(default_np.abs(injections), axis=1)  # (M,)
     per_step = largest_row * float(
-        default_np.sum(default_np.max(default_np.abs(injections), axis=1) / (1 - abs(rates)))
+        default_np.sum(largest_injection / (1.0 - default_np.abs(rates)))
     )
     open_quanta = default_np.sum(injections / (1.0 - rates[:, None]) ** 2, axis=0)  # (m,)
     per_moment = largest_row * float(default_np.max(default_np.abs(open_quanta)))
