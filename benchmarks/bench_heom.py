@@ -54,9 +54,11 @@ multiple of 0.4, so that every dt cuts at the same time) with 2 int_tcut^inf |C(
 at about 2 int_tcut^inf |C| on the weak case), and epsrel = tol / 100 and tol / 1000
 (and tol / 10^4 for the finest tol).
 
-Reference: a deep HEOM run with many Pade terms (Drude-Lorentz at T = 1; per case,
-``reference``: "Nk/depth"), checked against a shallower one with fewer terms (printed
-as ``reference check``; ``--reference-cache DIR`` keeps them for reruns); at T = 0.1
+Reference: at T = 1 (``weak``, ``intermediate``, ``strong``) the Matsubara hierarchy of
+``heom_reference.py`` (per case, ``reference``: "hierarchy K/kmax/ratio/threshold"; the
+exact Matsubara series, ADOs chosen by size), checked against the same at a coarser
+threshold (printed as ``reference check``; ``--reference-cache DIR`` keeps the
+reference runs for reruns); otherwise deep QuTiP runs ("Nk/depth"); at T = 0.1
 (``lowT``) no single hierarchy within reach converges (Nk 12 needs depth 8), so the
 reference is Nk 12 at depth 6 plus the change from Nk 12 to 16 at depth 5 and from
 depth 6 to 8 at Nk 6, checked against the same sum from other runs; at T = 0.05
@@ -129,14 +131,18 @@ CASES = {
         "T": 1.0,
         "tcuts": (4.0, 12.0),
         "tail_tcuts": (1.2, 2.0),
-        "reference": ("6/8", "5/8"),
+        # the Matsubara hierarchy (heom_reference.py; 1e-4 -> 3e-4 changes 3.8e-7);
+        # QuTiP's Pade runs 6/8, 5/8 were the reference before
+        "reference": ("hierarchy 2/1024/1.19/1e-4", "hierarchy 2/1024/1.19/3e-4"),
     },
     "intermediate": {
         "lam": 0.25,
         "T": 1.0,
         "tcuts": (4.0, 12.0),
         "tail_tcuts": (1.2, 2.0),
-        "reference": ("6/10", "5/12"),
+        # the Matsubara hierarchy (3.4e-7 from threshold 3e-4); QuTiP's Pade references
+        # 6/10 and 5/12 are 1.1e-5 and 7.7e-6 from it
+        "reference": ("hierarchy 2/1024/1.19/1e-4", "hierarchy 2/1024/1.19/3e-4"),
     },
     "lowT": {
         "lam": 0.25,
@@ -155,7 +161,9 @@ CASES = {
         "T": 1.0,
         "tcuts": (4.0, 8.0),
         "tail_tcuts": (1.2, 2.0),
-        "reference": ("4/12", "3/10"),
+        # the Matsubara hierarchy (2.0e-6 from threshold 1e-3); QuTiP's Pade runs do not
+        # converge here (4/12 is 4.8e-5 from it)
+        "reference": ("hierarchy 2/1024/1.19/3e-4", "hierarchy 2/1024/1.19/1e-3"),
     },
     "verylowT": {
         "lam": 0.25,
@@ -310,8 +318,8 @@ def check_conventions(case: dict) -> dict:
     """C(t) on t = 0.1 .. 10 of both programs, relative to max |C|: nonmarkov's and
     QuTiP's exact routines against each other and, for Drude-Lorentz, each against
     the closed form (QuTiP's ``correlation_function`` of ``DrudeLorentzEnvironment``
-    drifts at low T; its HEOM uses the Pade expansion, checked too, at the
-    reference's largest number of terms)."""
+    drifts at low T; its HEOM uses the Pade expansion, checked too, at the largest
+    number of terms of the QuTiP references, or else of the case's grid)."""
     times = np.array([0.1, 0.3, 1.0, 2.0, 5.0, 10.0])
     ours = np.asarray(nonmarkov_bath(case).correlations.correlation(times))
     environment = qutip_environment(case)
@@ -322,10 +330,14 @@ def check_conventions(case: dict) -> dict:
         exact = closed_form_correlation(case, times)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            terms = (
-                max(terms for _, terms, _ in parse_composite(case["reference"][0]))
-                if case["reference"]
-                else max(case["heom_terms"])
+            terms = max(
+                [
+                    terms
+                    for f in case["reference"] or ()
+                    if not f.startswith("hierarchy ")
+                    for _, terms, _ in parse_composite(f)
+                ]
+                or case.get("heom_terms", GRIDS["rule"]["terms"])
             )
             pade = environment.approximate("pade", Nk=terms)
         pade = pade[0] if isinstance(pade, tuple) else pade
@@ -493,6 +505,8 @@ def extrapolations(runs: list[dict]) -> list[dict]:
 
 
 def label(run: dict) -> str:
+    if run["program"] == "hierarchy":
+        return f"Matsubara hierarchy {run['spec']}"
     if run["program"] == "heom":
         if "formula" in run:
             return f"HEOM {run['formula']}"
@@ -547,6 +561,17 @@ def heom_composite(cache: str | None, name: str, case: dict, formula: str) -> di
         "sz": sum(sign * run["sz"] for sign, run in runs),
         "seconds": sum(run["seconds"] for _, run in runs),
     }
+
+
+def reference_run(cache: str | None, name: str, case: dict, formula: str) -> dict:
+    """A reference of ``CASES``: "hierarchy K/kmax/ratio/threshold" (the Matsubara
+    hierarchy of ``heom_reference.py``) or a signed sum of QuTiP runs
+    (:func:`heom_composite`)."""
+    if formula.startswith("hierarchy "):
+        import heom_reference
+
+        return heom_reference.cached_run(cache, name, case, formula.split()[1])
+    return heom_composite(cache, name, case, formula)
 
 
 def cached(cache: str | None, name: str, run, case: dict, terms: int, depth: int) -> dict:
@@ -613,7 +638,7 @@ def run_case(
             log(f"  nonmarkov {label(nm_runs[-1])}: {nm_runs[-1]['seconds']:.2f} s")
     nm_all = nm_runs + extrapolations(nm_runs)
     if case.get("reference"):
-        reference, second = (heom_composite(cache, name, case, f) for f in case["reference"])
+        reference, second = (reference_run(cache, name, case, f) for f in case["reference"])
     else:  # the best two nonmarkov extrapolations, checked against each other
         # (a failed order check returns the finest run: not an independent result)
         candidates = [run for run in nm_all if run.get("order_check") != "failed"]
@@ -646,7 +671,7 @@ def run_case(
         )
     if reference["program"] == "nonmarkov" and CASES[name].get("reference"):
         for formula in CASES[name]["reference"]:
-            deep = heom_composite(cache, name, case, formula)
+            deep = reference_run(cache, name, case, formula)
             log(
                 f"  the HEOM reference run {label(deep)} against that reference: "
                 f"{float(np.max(np.abs(deep['sz'] - reference['sz']))):.1e}"
