@@ -54,15 +54,13 @@ multiple of 0.4, so that every dt cuts at the same time) with 2 int_tcut^inf |C(
 at about 2 int_tcut^inf |C| on the weak case), and epsrel = tol / 100 and tol / 1000
 (and tol / 10^4 for the finest tol).
 
-Reference: at T = 1 (``weak``, ``intermediate``, ``strong``) the Matsubara hierarchy of
-``heom_reference.py`` (per case, ``reference``: "hierarchy K/kmax/ratio/threshold"; the
-exact Matsubara series, ADOs chosen by size), checked against the same at a coarser
-threshold (printed as ``reference check``; ``--reference-cache DIR`` keeps the
-reference runs for reruns); otherwise deep QuTiP runs ("Nk/depth"); at T = 0.1
-(``lowT``) no single hierarchy within reach converges (Nk 12 needs depth 8), so the
-reference is Nk 12 at depth 6 plus the change from Nk 12 to 16 at depth 5 and from
-depth 6 to 8 at Nk 6, checked against the same sum from other runs; at T = 0.05
-(``verylowT``) likewise Nk 16 at depth 5 plus the change from Nk 16 to 32 at depth 4
+Reference: at T = 1 (``weak``, ``intermediate``, ``strong``) and T = 0.1 (``lowT``) the
+Matsubara hierarchy of ``heom_reference.py`` (per case, ``reference``: "hierarchy
+K/kmax/ratio/threshold[/points]"; the exact Matsubara series, ADOs chosen by size),
+checked against the same at a coarser threshold or merge (printed as ``reference
+check``; ``--reference-cache DIR`` keeps the reference runs for reruns); otherwise
+sums of deep QuTiP runs ("Nk/depth"): at T = 0.05
+(``verylowT``) Nk 16 at depth 5 plus the change from Nk 16 to 32 at depth 4
 and from depth 5 to 8 at Nk 8 (HEOM's grid there: Nk 2-16, to 110,000 ADOs); for the
 super-Ohmic bath 12 fitted terms (each for Re C and Im C) at depth 4 plus the change
 from depth 4 to 8 at 4 terms. With ``--nonmarkov-reference``, the three-level
@@ -149,11 +147,10 @@ CASES = {
         "T": 0.1,
         "tcuts": (6.0, 12.0),
         "tail_tcuts": (4.0, 6.0),
-        # Nk 12, depth 6 (27,132 ADOs, ~90 s) with the Pade terms' and the depth's
-        # corrections from smaller hierarchies (measured: Nk 12 -> 16 changes <sigma_z>
-        # by 3e-5 at depth 5, depth 6 -> 8 by 5e-5 at Nk 6); the check takes both from
-        # other hierarchies (Nk 10 -> 16, depth at Nk 8)
-        "reference": ("12/6 + 16/5 - 12/5 + 6/8 - 6/6", "10/6 + 16/5 - 10/5 + 8/8 - 8/6"),
+        # the Matsubara hierarchy with two exponentials per merged block (threshold
+        # 3e-4 -> 1e-4 moves the one-exponential merge by 1.4e-6); the QuTiP sum
+        # "12/6 + 16/5 - 12/5 + 6/8 - 6/6" before it lacked ~1.5e-5 of Pade terms
+        "reference": ("hierarchy 8/1024/2/3e-4/2", "hierarchy 8/1024/1.414/3e-4/2"),
         "heom_terms": LOW_T,
     },
     "strong": {

@@ -9,8 +9,9 @@ and spends auxiliary density operators (ADOs) only where they are large:
 
 - bath: C(t) = sum_j c_j exp(-nu_j t) with the Drude pole and the Matsubara terms
   k <= K exactly; the terms K < k <= kmax merged in blocks (k, ratio k], each one
-  exponential with its block's sum of c/nu and of c/nu^2; the terms beyond kmax a
-  quasi-static terminator at every ADO (below).
+  exponential with its block's sum of c/nu and of c/nu^2 (or two, with the sums of
+  c/nu^p, p = 1 .. 4: ``points`` 2); the terms beyond kmax a quasi-static terminator
+  at every ADO (below).
 - index set: ADO n (occupations n_j) kept while prod_j A_j^n_j / sqrt(n_j!) >=
   ``threshold``, A_j = 2 |S| sqrt|c_j| / nu_j (the size of a scaled ADO quasi-static in
   its parent), and only if all its parents n - e_j are kept.
@@ -28,7 +29,8 @@ d rho_n/dt = (L_S - n.nu) rho_n - i sum_j sqrt(n_j + 1) s_j [S, rho_{n+e_j}]
 
 Checks (``--check``): with QuTiP's Pade exponents, a total-depth cut and no closure it
 reproduces QuTiP's ``HEOMSolver`` (to its ODE tolerance, 1e-9). Convergence: each run
-of ``--runs`` is printed against the others (parameters K/kmax/ratio/threshold).
+of ``--runs`` is printed against the others (parameters K/kmax/ratio/threshold and
+optionally /points).
 
     python benchmarks/heom_reference.py --case lowT --runs 8/1024/1.414/1e-3
         8/1024/1.19/1e-3 16/1024/1.414/3e-4 [--check] [--reference-cache DIR]
@@ -64,7 +66,9 @@ def matsubara_amplitude(case: dict, rate: np.ndarray) -> np.ndarray:
     return 4 * case["lam"] * gamma * case["T"] * rate / (rate**2 - gamma**2)
 
 
-def exponents(case: dict, K: int, kmax: int, ratio: float) -> tuple[np.ndarray, np.ndarray]:
+def exponents(
+    case: dict, K: int, kmax: int, ratio: float, points: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """(c_j, nu_j): the Drude pole, Matsubara terms k <= K, and the blocks of K < k <=
     kmax (:func:`matsubara_amplitude`), each block's exponential with its sum of c/nu
     and c/nu^2; checked against QuTiP's Matsubara expansion for k <= K."""
@@ -85,11 +89,28 @@ def exponents(case: dict, K: int, kmax: int, ratio: float) -> tuple[np.ndarray, 
         high = min(kmax, max(low + 1, int(round(low * ratio))))
         rate = 2 * math.pi * temperature * np.arange(low + 1, high + 1)
         amplitude = matsubara_amplitude(case, rate)
-        first, second = np.sum(amplitude / rate), np.sum(amplitude / rate**2)
-        rates.append(first / second)
-        amplitudes.append(first**2 / second)
+        for merged_rate, merged_amplitude in merge(amplitude, rate, points):
+            rates.append(merged_rate)
+            amplitudes.append(merged_amplitude)
         low = high
     return np.array(amplitudes, complex), np.array(rates, float)
+
+
+def merge(amplitudes: np.ndarray, rates: np.ndarray, points: int) -> list[tuple[float, float]]:
+    """(rate, amplitude) of ``points`` exponentials (1 or 2) with the same sums of
+    c/nu^p, p = 1 .. 2 points, as the terms (c_k, nu_k) (c_k > 0): Gauss quadrature of
+    the weights c_k / nu_k at the nodes 1 / nu_k."""
+    weights, nodes = amplitudes / rates, 1.0 / rates
+    moments = [float(np.sum(weights * nodes**p)) for p in range(2 * points)]
+    if points == 1 or len(rates) < 2:
+        return [(moments[0] / moments[1], moments[0] ** 2 / moments[1])]
+    # x^2 + b x + c orthogonal to 1 and x under the weights
+    b, c = np.linalg.solve(
+        [[moments[1], moments[0]], [moments[2], moments[1]]], [-moments[2], -moments[3]]
+    )
+    roots = np.roots([1.0, b, c]).real
+    node_weights = np.linalg.solve([[1.0, 1.0], roots], moments[:2])
+    return [(1.0 / x, w / x) for x, w in zip(roots, node_weights)]
 
 
 def tail_sums(case: dict, kmax: int, shifts: np.ndarray) -> np.ndarray:
@@ -234,15 +255,23 @@ def spin_boson() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return 0.5 * bench.EPS * sz + 0.5 * bench.DELTA * sx, sz, np.diag([1.0, 0.0]).astype(complex)
 
 
-def parse(spec: str) -> tuple[int, int, float, float]:
-    """ "K/kmax/ratio/threshold" as numbers."""
+def parse(spec: str) -> tuple[int, int, float, float, int]:
+    """ "K/kmax/ratio/threshold[/points]" as numbers (points per block, 1 or 2)."""
     try:
-        k, kmax, ratio, threshold = spec.split("/")
-        parsed = int(k), int(kmax), float(ratio), float(threshold)
+        fields = spec.split("/")
+        if len(fields) not in (4, 5):
+            raise ValueError
+        k, kmax, ratio, threshold = fields[:4]
+        points = int(fields[4]) if len(fields) == 5 else 1
+        parsed = int(k), int(kmax), float(ratio), float(threshold), points
     except ValueError:
-        raise ValueError(f"a hierarchy is 'K/kmax/ratio/threshold'; got {spec!r}") from None
+        raise ValueError(
+            f"a hierarchy is 'K/kmax/ratio/threshold[/points]'; got {spec!r}"
+        ) from None
     if parsed[0] < 0 or parsed[1] < parsed[0] or parsed[2] <= 1 or parsed[3] <= 0:
         raise ValueError(f"need 0 <= K <= kmax, ratio > 1, threshold > 0; got {spec!r}")
+    if points not in (1, 2):
+        raise ValueError(f"points per merged block are 1 or 2; got {spec!r}")
     return parsed
 
 
@@ -251,9 +280,9 @@ def run(case: dict, spec: str) -> dict:
     case; its CPU seconds (building and propagating)."""
     if "lam" not in case:
         raise ValueError("the Matsubara hierarchy is for the Drude-Lorentz cases")
-    k, kmax, ratio, threshold = parse(spec)
+    k, kmax, ratio, threshold, points = parse(spec)
     start = time.process_time()
-    amplitudes, rates = exponents(case, k, kmax, ratio)
+    amplitudes, rates = exponents(case, k, kmax, ratio, points)
     hamiltonian, coupling, rho0 = spin_boson()
     labels = index_set(amplitudes, rates, np.linalg.norm(coupling, 2), threshold)
     sums: dict[float, np.ndarray] = {}
