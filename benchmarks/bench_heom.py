@@ -548,7 +548,7 @@ def heom_composite(cache: str | None, name: str, case: dict, formula: str) -> di
     """The signed sum of the HEOM runs of ``formula`` (:func:`parse_composite`), each
     from ``cache`` where kept; its seconds the sum of theirs."""
     runs = [
-        (sign, cached(cache, name, heom_run, case, terms, depth))
+        (sign, cached_heom(cache, name, case, terms, depth))
         for sign, terms, depth in parse_composite(formula)
     ]
     first = runs[0][1]
@@ -571,21 +571,26 @@ def reference_run(cache: str | None, name: str, case: dict, formula: str) -> dic
     return heom_composite(cache, name, case, formula)
 
 
-def cached(cache: str | None, name: str, run, case: dict, terms: int, depth: int) -> dict:
-    """``run(case, terms, depth)``, read from / written to the directory ``cache``
+def cached(cache: str | None, filename: str, compute) -> dict:
+    """``compute()`` (a record with ``sz``), read from / written to ``cache/filename``
     (the reference runs are the longest; a rerun of a case need not repeat them)."""
-    path = None if cache is None else os.path.join(cache, f"heom_{name}_{terms}_{depth}.json")
+    path = None if cache is None else os.path.join(cache, filename)
     if path is not None and os.path.exists(path):
         with open(path) as handle:
             record = json.load(handle)
         record["sz"] = np.asarray(record["sz"])
         return record
-    record = run(case, terms, depth)
+    record = compute()
     if path is not None:
         os.makedirs(cache, exist_ok=True)
         with open(path, "w") as handle:
             json.dump({**record, "sz": record["sz"].tolist()}, handle)
     return record
+
+
+def cached_heom(cache: str | None, name: str, case: dict, terms: int, depth: int) -> dict:
+    """:func:`heom_run` of ``case`` through :func:`cached`."""
+    return cached(cache, f"heom_{name}_{terms}_{depth}.json", lambda: heom_run(case, terms, depth))
 
 
 def run_case(

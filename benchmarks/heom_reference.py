@@ -226,13 +226,14 @@ def generator(
             if child[i]:
                 p = index.get(child[:i] + (child[i] - 1,) + child[i + 1 :])
                 if p is not None:
-                    parents.append((i, p))
-        for j, n in parents:
-            for i, p in parents:
+                    # the child from parent p, up to the factor of the parent it feeds
+                    feed = math.sqrt(child[i]) / scale[i] * resolvent(rate, amplitudes[i])
+                    parents.append((i, p, commutator @ feed))
+        for j, n, _ in parents:
+            for _, p, fed in parents:
                 rows.append(n)
                 cols.append(p)
-                factor = -math.sqrt(child[j] * child[i]) * scale[j] / scale[i]
-                blocks.append(factor * commutator @ resolvent(rate, amplitudes[i]))
+                blocks.append(-math.sqrt(child[j]) * scale[j] * fed)
     size = d * d
     stacked = np.array(blocks)
     r = np.repeat((np.array(rows)[:, None, None] * size + np.arange(size)[None, :, None]), size, 2)
@@ -308,21 +309,9 @@ def run(case: dict, spec: str) -> dict:
 
 
 def cached_run(cache: str | None, name: str, case: dict, spec: str) -> dict:
-    """:func:`run`, read from / written to the directory ``cache``."""
-    path = None
-    if cache is not None:
-        path = os.path.join(cache, f"hierarchy_{name}_{spec.replace('/', '_')}.json")
-        if os.path.exists(path):
-            with open(path) as handle:
-                record = json.load(handle)
-            record["sz"] = np.asarray(record["sz"])
-            return record
-    record = run(case, spec)
-    if path is not None:
-        os.makedirs(cache, exist_ok=True)
-        with open(path, "w") as handle:
-            json.dump({**record, "sz": record["sz"].tolist()}, handle)
-    return record
+    """:func:`run` through ``bench_heom.cached``."""
+    filename = f"hierarchy_{name}_{spec.replace('/', '_')}.json"
+    return bench.cached(cache, filename, lambda: run(case, spec))
 
 
 def check_against_qutip(case: dict, terms: int = 2, depth: int = 6) -> float:

@@ -131,7 +131,7 @@ def main() -> None:
     for terms in args.terms:
         print(f"Nk {terms}:", flush=True)
         heom = [
-            bench.cached(args.reference_cache, args.case, bench.heom_run, case, terms, depth)
+            bench.cached_heom(args.reference_cache, args.case, case, terms, depth)
             for depth in args.depths
         ]
         pade = ladder(pade_correlations(case, terms))
